@@ -1,0 +1,22 @@
+// Package v1 holds the karpenter.sh/v1 API that karpool shares with Karpenter: NodePool, which
+// describes the capacity a team allows, and NodeClaim, one node being launched for it.
+//
+// +kubebuilder:object:generate=true
+// +groupName=karpenter.sh
+package v1
+
+import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/scheme"
+)
+
+var (
+	// GroupVersion is the API group and version of the types in this package.
+	GroupVersion = schema.GroupVersion{Group: "karpenter.sh", Version: "v1"}
+
+	// SchemeBuilder registers the types in this package with a runtime.Scheme.
+	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+
+	// AddToScheme adds the types in this package to a runtime.Scheme.
+	AddToScheme = SchemeBuilder.AddToScheme
+)

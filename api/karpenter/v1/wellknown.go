@@ -1,0 +1,74 @@
+package v1
+
+import corev1 "k8s.io/api/core/v1"
+
+// Labels karpool puts on NodeClaims and nodes.
+const (
+	// LabelNodePool names the NodePool a NodeClaim or node belongs to.
+	LabelNodePool = "karpenter.sh/nodepool"
+	// LabelCapacityType holds the capacity type of a node (CapacityTypeSpot, ...).
+	LabelCapacityType = "karpenter.sh/capacity-type"
+	// LabelNodeRegistered is set to "true" once the node joined the cluster.
+	LabelNodeRegistered = "karpenter.sh/registered"
+	// LabelNodeInitialized is set to "true" once the node is ready, its startup taints are gone
+	// and its extended resources are registered.
+	LabelNodeInitialized = "karpenter.sh/initialized"
+)
+
+// Values of LabelCapacityType.
+const (
+	CapacityTypeSpot     = "spot"
+	CapacityTypeOnDemand = "on-demand"
+	CapacityTypeReserved = "reserved"
+)
+
+// AnnotationDoNotDisrupt, set to "true" on a pod or node, keeps the node from being voluntarily
+// disrupted (consolidation, drift, expiry).
+const AnnotationDoNotDisrupt = "karpenter.sh/do-not-disrupt"
+
+// TerminationFinalizer is the finalizer karpool keeps on NodeClaims and nodes until the instance
+// is gone.
+const TerminationFinalizer = "karpenter.sh/termination"
+
+// Taints karpool manages on its nodes.
+const (
+	// TaintKeyDisrupted marks a node that is being disrupted, so no new pods land on it.
+	TaintKeyDisrupted = "karpenter.sh/disrupted"
+	// TaintKeyUnregistered is put on nodes at launch and removed when karpool registers them.
+	TaintKeyUnregistered = "karpenter.sh/unregistered"
+)
+
+// DisruptedNoScheduleTaint is the taint put on a node while it is being disrupted.
+var DisruptedNoScheduleTaint = corev1.Taint{Key: TaintKeyDisrupted, Effect: corev1.TaintEffectNoSchedule}
+
+// Values of Disruption.ConsolidationPolicy.
+const (
+	ConsolidationPolicyWhenEmpty                ConsolidationPolicy = "WhenEmpty"
+	ConsolidationPolicyWhenEmptyOrUnderutilized ConsolidationPolicy = "WhenEmptyOrUnderutilized"
+	ConsolidationPolicyBalanced                 ConsolidationPolicy = "Balanced"
+)
+
+// Values of Budget.Reasons.
+const (
+	DisruptionReasonUnderutilized DisruptionReason = "Underutilized"
+	DisruptionReasonEmpty         DisruptionReason = "Empty"
+	DisruptionReasonDrifted       DisruptionReason = "Drifted"
+)
+
+// NodeClaim condition types. Ready summarises the others and is what the "Ready" printer column
+// shows.
+const (
+	ConditionTypeLaunched       = "Launched"
+	ConditionTypeRegistered     = "Registered"
+	ConditionTypeInitialized    = "Initialized"
+	ConditionTypeReady          = "Ready"
+	ConditionTypeDrifted        = "Drifted"
+	ConditionTypeConsolidatable = "Consolidatable"
+)
+
+// NodePool condition types (besides ConditionTypeReady).
+const (
+	ConditionTypeValidationSucceeded     = "ValidationSucceeded"
+	ConditionTypeNodeClassReady          = "NodeClassReady"
+	ConditionTypeNodeRegistrationHealthy = "NodeRegistrationHealthy"
+)

@@ -1,0 +1,221 @@
+package v1alpha1
+
+import (
+	"time"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PoolSyncKind is the kind name of PoolSync, used in events and inventory IDs.
+const PoolSyncKind = "PoolSync"
+
+// PoolSync keeps the NodePools and EC2NodeClasses of one path of a Git repository applied to the
+// cluster, together with the AWS resources they need.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,categories=karpool,shortName=ps
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.url`
+// +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.status.lastAppliedRevision`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type PoolSync struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   PoolSyncSpec   `json:"spec,omitempty"`
+	Status PoolSyncStatus `json:"status,omitempty"`
+}
+
+// PoolSyncSpec says where the pool definitions live and how to apply them.
+type PoolSyncSpec struct {
+	// URL of the Git repository: https://, ssh:// or file://.
+	// +kubebuilder:validation:Pattern=`^(https?|ssh|file)://.+$`
+	// +required
+	URL string `json:"url"`
+
+	// Ref selects the revision to follow; the default branch is "main".
+	// +optional
+	Ref *GitRef `json:"ref,omitempty"`
+
+	// Path inside the repository holding the manifests or a kustomization; defaults to the root.
+	// +kubebuilder:validation:XValidation:message="path must stay inside the repository",rule="!self.contains('..')"
+	// +optional
+	Path string `json:"path,omitempty"`
+
+	// Interval between reconciliations, also the period of drift correction.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
+	// +required
+	Interval metav1.Duration `json:"interval"`
+
+	// RetryInterval is the wait after a failed reconciliation; defaults to Interval.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
+	// +optional
+	RetryInterval *metav1.Duration `json:"retryInterval,omitempty"`
+
+	// Timeout bounds one reconciliation (fetch, build, apply, health); defaults to Interval.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// SecretRef names a Secret in the controller's namespace with Git credentials: "username" and
+	// "password" (or a token as password) for https, "identity" and "known_hosts" for ssh.
+	// +optional
+	SecretRef *meta.LocalObjectReference `json:"secretRef,omitempty"`
+
+	// Suspend stops reconciliation; the objects already applied stay as they are.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+
+	// Prune deletes objects that were applied from an earlier revision and are gone from Git.
+	// +kubebuilder:default:=true
+	// +optional
+	Prune bool `json:"prune"`
+
+	// AWS configures the AWS resources rendered alongside the pools.
+	// +optional
+	AWS *AWSSpec `json:"aws,omitempty"`
+
+	// Report configures where results are reported back to people.
+	// +optional
+	Report *ReportSpec `json:"report,omitempty"`
+}
+
+// GitRef names what to check out. At most one field may be set; commit wins in Flux, but here
+// setting several is rejected so that the intent is never ambiguous.
+// +kubebuilder:validation:XValidation:message="set at most one of branch, tag, semver and commit",rule="[has(self.branch), has(self.tag), has(self.semver), has(self.commit)].filter(x, x).size() <= 1"
+type GitRef struct {
+	// +optional
+	Branch string `json:"branch,omitempty"`
+	// +optional
+	Tag string `json:"tag,omitempty"`
+	// SemVer is a range (for example ">=1.2.0 <2.0.0"); the highest matching tag is used.
+	// +optional
+	SemVer string `json:"semver,omitempty"`
+	// Commit is a full SHA-1 to pin to.
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{40}$`
+	// +optional
+	Commit string `json:"commit,omitempty"`
+}
+
+// AWSMode says what karpool does with the AWS resources a set of pools needs.
+// +kubebuilder:validation:Enum=off;plan;apply
+type AWSMode string
+
+const (
+	// AWSModeOff renders nothing for AWS.
+	AWSModeOff AWSMode = "off"
+	// AWSModePlan computes the AWS changes and reports them without making them.
+	AWSModePlan AWSMode = "plan"
+	// AWSModeApply makes the AWS changes.
+	AWSModeApply AWSMode = "apply"
+)
+
+// AWSSpec identifies the account context the pools run in.
+type AWSSpec struct {
+	// +kubebuilder:validation:Pattern=`^[a-z]{2}(-[a-z]+)+-[0-9]+$`
+	// +required
+	Region string `json:"region"`
+	// ClusterName is the EKS cluster name, used for discovery tags and resource names.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=100
+	// +required
+	ClusterName string `json:"clusterName"`
+	// +kubebuilder:default:=plan
+	// +optional
+	Mode AWSMode `json:"mode,omitempty"`
+}
+
+// ReportSpec configures feedback in Git.
+type ReportSpec struct {
+	// StatusCommits writes a status file to a branch of the repository after each reconciliation.
+	// +optional
+	StatusCommits *StatusCommitSpec `json:"statusCommits,omitempty"`
+	// PullRequests posts a comment on open pull requests that change Path, showing the capacity
+	// and cost the change would cause.
+	// +optional
+	PullRequests *PullRequestSpec `json:"pullRequests,omitempty"`
+}
+
+// StatusCommitSpec says where status commits go.
+type StatusCommitSpec struct {
+	// +kubebuilder:default:=karpool-status
+	// +optional
+	Branch string `json:"branch,omitempty"`
+}
+
+// PullRequestSpec says which forge API to comment through.
+type PullRequestSpec struct {
+	// +kubebuilder:validation:Enum=github;gitea
+	// +required
+	Provider string `json:"provider"`
+	// APIURL is the forge's API base; empty means the provider's public default.
+	// +optional
+	APIURL string `json:"apiURL,omitempty"`
+	// SecretRef names a Secret with a "token" key allowed to comment.
+	// +required
+	SecretRef meta.LocalObjectReference `json:"secretRef"`
+}
+
+// PoolSyncStatus is the observed state, in Flux's conventions so that the same tooling reads it.
+type PoolSyncStatus struct {
+	meta.ReconcileRequestStatus `json:",inline"`
+
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// LastAttemptedRevision is the revision of the last reconciliation attempt, as branch@sha1:hex.
+	// +optional
+	LastAttemptedRevision string `json:"lastAttemptedRevision,omitempty"`
+
+	// LastAppliedRevision is the revision last applied successfully, as branch@sha1:hex.
+	// +optional
+	LastAppliedRevision string `json:"lastAppliedRevision,omitempty"`
+
+	// Inventory lists the objects applied from LastAppliedRevision; prune works from it.
+	// +optional
+	Inventory *Inventory `json:"inventory,omitempty"`
+}
+
+// Inventory is the set of objects a PoolSync owns.
+type Inventory struct {
+	Entries []InventoryEntry `json:"entries"`
+}
+
+// InventoryEntry identifies one applied object.
+type InventoryEntry struct {
+	// ID is namespace_name_group_kind, as Flux writes it.
+	ID string `json:"id"`
+	// Version is the object's API version.
+	Version string `json:"v"`
+}
+
+// GetConditions lets fluxcd/pkg/runtime read the conditions.
+func (in *PoolSync) GetConditions() []metav1.Condition { return in.Status.Conditions }
+
+// SetConditions lets fluxcd/pkg/runtime write the conditions.
+func (in *PoolSync) SetConditions(c []metav1.Condition) { in.Status.Conditions = c }
+
+// GetRequeueAfter is how long to wait before the next reconciliation.
+func (in *PoolSync) GetRequeueAfter() time.Duration { return in.Spec.Interval.Duration }
+
+// +kubebuilder:object:root=true
+
+// PoolSyncList is a list of PoolSyncs.
+type PoolSyncList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []PoolSync `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&PoolSync{}, &PoolSyncList{})
+}

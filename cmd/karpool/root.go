@@ -1,0 +1,34 @@
+package main
+
+import (
+	"errors"
+
+	"github.com/spf13/cobra"
+)
+
+// usageError marks a mistake in how karpool was called, which exits 2 (as opposed to 1 for
+// "the input was checked and found wrong").
+type usageError struct{ error }
+
+func exitCode(err error) int {
+	var u usageError
+	if errors.As(err, &u) {
+		return 2
+	}
+	return 1
+}
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "karpool",
+		Short: "Karpenter-compatible node pools from Git: validate, migrate, reconcile and autoscale on AWS",
+		Long: `karpool keeps Karpenter-compatible NodePools and EC2NodeClasses in Git, validates them
+with a CUE schema, reconciles them (and the AWS resources they need) into a cluster,
+and runs a bundled autoscaling core that launches the cheapest EC2 capacity that fits.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(newVersionCommand())
+	return root
+}

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Builds the pinned tools the tests and `karpool up` run, into bin/.
+#
+# Each tool is pinned by a small wrapper module under hack/tools/<tool>/ (go.mod + go.sum), so a
+# version change is a reviewed diff there. A build lands in a per-user cache keyed by the tool, its
+# version and a hash of its wrapper module; bin/<binary> is a symlink into that cache. A fresh clone
+# on the same machine (which is what CI is) therefore links instead of rebuilding, and a changed pin
+# gets a new cache key and is rebuilt.
+#
+# Usage: hack/tools.sh [tool...]   (default: all; tools: kube etcd kwok controller-gen cue)
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin="$root/bin"
+cache="${KARPOOL_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/karpool/tools}"
+mkdir -p "$bin" "$cache"
+
+# tool -> version, and tool -> binaries it provides (first one is the build target name).
+declare -A version=(
+	[kube]=v1.36.3
+	[etcd]=v3.5.17
+	[kwok]=v0.8.0
+	[controller-gen]=v0.21.0
+	[cue]=v0.17.1
+)
+declare -A binaries=(
+	[kube]="kube-apiserver kube-controller-manager kube-scheduler"
+	[etcd]="etcd"
+	[kwok]="kwok kwok-stages.yaml"
+	[controller-gen]="controller-gen"
+	[cue]="cue"
+)
+order=(kube etcd kwok controller-gen cue)
+
+fail() {
+	echo "tools: FAILED: $*" >&2
+	exit 1
+}
+
+# run prints the command, runs it, and names it again if it fails.
+run() {
+	echo "+ $*"
+	"$@" || fail "command exited $?: $*"
+}
+
+build_kube() {
+	local out=$1 v=${version[kube]}
+	local minor=${v#v1.}
+	minor=${minor%%.*}
+	# Without these the servers report v0.0.0-master and clients (kubectl, discovery) see nonsense.
+	local ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$v \
+-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor \
+-X k8s.io/component-base/version.gitTreeState=clean"
+	(cd "$root/hack/tools/kube" && run go build -ldflags "$ldflags" -o "$out/" \
+		k8s.io/kubernetes/cmd/kube-apiserver \
+		k8s.io/kubernetes/cmd/kube-controller-manager \
+		k8s.io/kubernetes/cmd/kube-scheduler)
+}
+
+build_etcd() {
+	(cd "$root/hack/tools/etcd" && run go build -ldflags "-s -w" -o "$1/etcd" go.etcd.io/etcd/server/v3)
+}
+
+build_kwok() {
+	local out=$1
+	(cd "$root/hack/tools/kwok" && run go build -ldflags "-s -w" -o "$out/kwok" sigs.k8s.io/kwok/cmd/kwok)
+	# kwok only moves nodes and pods through the stages it is given: the "fast" set makes nodes
+	# Ready and pods Running at once, and lets deleted pods go.
+	local dir
+	dir=$(cd "$root/hack/tools/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok) || fail "locating the kwok module"
+	local f first=1
+	: >"$out/kwok-stages.yaml"
+	for f in node/fast/node-initialize.yaml pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+		[ -f "$dir/kustomize/stage/$f" ] || fail "kwok stage file missing: $dir/kustomize/stage/$f"
+		if [ $first -eq 0 ]; then echo "---" >>"$out/kwok-stages.yaml"; fi
+		first=0
+		cat "$dir/kustomize/stage/$f" >>"$out/kwok-stages.yaml"
+	done
+}
+
+build_controller-gen() {
+	(cd "$root/hack/tools/controller-gen" && run go build -o "$1/controller-gen" sigs.k8s.io/controller-tools/cmd/controller-gen)
+}
+
+build_cue() {
+	(cd "$root/hack/tools/cue" && run go build -o "$1/cue" cuelang.org/go/cmd/cue)
+}
+
+# key names the cache entry: the pinned version plus a hash of the wrapper module, so editing
+# the pin (or the recipe in this script) yields a new entry instead of a stale binary.
+key() {
+	local t=$1 h
+	h=$(cat "$root/hack/tools/$t/go.mod" "$root/hack/tools/$t/go.sum" <(declare -f "build_$t") | sha256sum | cut -c1-12)
+	echo "$t-${version[$t]}-$h"
+}
+
+ensure() {
+	local t=$1 dir b ok=1
+	dir="$cache/$(key "$t")"
+	for b in ${binaries[$t]}; do
+		if [ "$(readlink "$bin/$b" 2>/dev/null)" != "$dir/$b" ] || [ ! -e "$bin/$b" ]; then ok=0; fi
+	done
+	if [ $ok -eq 1 ]; then
+		echo "tools: $t ${version[$t]} up to date"
+		return
+	fi
+	if [ ! -f "$dir/.complete" ]; then
+		echo "tools: building $t ${version[$t]} into $dir"
+		local start=$SECONDS tmp="$dir.tmp.$$"
+		rm -rf "$tmp"
+		mkdir -p "$tmp"
+		"build_$t" "$tmp"
+		touch "$tmp/.complete"
+		rm -rf "$dir"
+		mv "$tmp" "$dir"
+		echo "tools: built $t ${version[$t]} in $((SECONDS - start))s"
+	else
+		echo "tools: linking cached $t ${version[$t]} from $dir"
+	fi
+	for b in ${binaries[$t]}; do
+		[ -e "$dir/$b" ] || fail "$t build did not produce $b"
+		ln -sfn "$dir/$b" "$bin/$b"
+	done
+}
+
+want=("$@")
+[ ${#want[@]} -gt 0 ] || want=("${order[@]}")
+for t in "${want[@]}"; do
+	[ -n "${version[$t]:-}" ] || fail "unknown tool '$t' (known: ${order[*]})"
+	ensure "$t"
+done

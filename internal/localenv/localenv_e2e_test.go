@@ -1,0 +1,294 @@
+package localenv_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	yamlutil "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/karpool/karpool/internal/localenv"
+	"github.com/karpool/karpool/internal/localenv/localenvtest"
+)
+
+func TestMain(m *testing.M) { localenvtest.Main(m) }
+
+const workshop = "../../examples/workshop"
+
+// TestWorkshopSchedulesOnKwokNode walks seed 003 by hand: the workshop EC2NodeClass and NodePool
+// are stored, a node with m5.large allocatable and the pool's labels joins (kwok plays its
+// kubelet), and scaling inflate to 5 lets the real kube-scheduler bind all five pods to it. One
+// more replica than fits in 6903Mi must stay Pending, which proves the scheduler is really
+// counting allocatable rather than placing pods anywhere.
+func TestWorkshopSchedulesOnKwokNode(t *testing.T) {
+	env := localenvtest.Env(t)
+	c, err := env.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	for _, f := range []string{"ec2nodeclass.yaml", "nodepool.yaml", "inflate.yaml"} {
+		for _, obj := range readObjects(t, filepath.Join(workshop, f)) {
+			if err := c.Create(ctx, obj); err != nil {
+				t.Fatalf("%s: creating %s %s: %v", f, obj.GetKind(), obj.GetName(), err)
+			}
+		}
+	}
+	pool := &unstructured.Unstructured{}
+	pool.SetAPIVersion("karpenter.sh/v1")
+	pool.SetKind("NodePool")
+	if err := c.Get(ctx, types.NamespacedName{Name: "default"}, pool); err != nil {
+		t.Fatalf("NodePool default not stored: %v", err)
+	}
+	class := &unstructured.Unstructured{}
+	class.SetAPIVersion("karpenter.k8s.aws/v1")
+	class.SetKind("EC2NodeClass")
+	if err := c.Get(ctx, types.NamespacedName{Name: "default"}, class); err != nil {
+		t.Fatalf("EC2NodeClass default not stored: %v", err)
+	}
+	// The API server applied the CRD's defaults: a sign that our schema, not just our YAML, is in force.
+	if got, _, _ := unstructured.NestedString(pool.Object, "spec", "template", "spec", "expireAfter"); got != "720h" {
+		t.Errorf("NodePool template.spec.expireAfter = %q, want the CRD default 720h", got)
+	}
+	if got, _, _ := unstructured.NestedString(class.Object, "spec", "metadataOptions", "httpTokens"); got != "required" {
+		t.Errorf("EC2NodeClass metadataOptions.httpTokens = %q, want the CRD default required", got)
+	}
+
+	templateLabels, _, _ := unstructured.NestedStringMap(pool.Object, "spec", "template", "metadata", "labels")
+	node := m5LargeNode("ip-192-168-10-11.ec2.internal", templateLabels)
+	if err := c.Create(ctx, node); err != nil {
+		t.Fatalf("creating node: %v", err)
+	}
+	// The status (allocatable) is a subresource: kwok would never invent it, a kubelet reports it.
+	node.Status = m5LargeStatus()
+	if err := c.Status().Update(ctx, node); err != nil {
+		t.Fatalf("setting node status: %v", err)
+	}
+	waitFor(ctx, t, "node Ready and untainted", func() (bool, string) {
+		n := &corev1.Node{}
+		if err := c.Get(ctx, types.NamespacedName{Name: node.Name}, n); err != nil {
+			return false, err.Error()
+		}
+		return nodeReady(n) && len(n.Spec.Taints) == 0, fmt.Sprintf("conditions %v taints %v", n.Status.Conditions, n.Spec.Taints)
+	})
+
+	scale(ctx, t, c, 5)
+	waitFor(ctx, t, "5 inflate pods Running on the node", func() (bool, string) {
+		running, pending := inflatePods(ctx, t, c)
+		for _, p := range running {
+			if p.Spec.NodeName != node.Name {
+				return false, fmt.Sprintf("pod %s on %q", p.Name, p.Spec.NodeName)
+			}
+		}
+		return len(running) == 5 && len(pending) == 0, fmt.Sprintf("%d running, %d pending", len(running), len(pending))
+	})
+	running, _ := inflatePods(ctx, t, c)
+	for _, p := range running {
+		if p.Spec.SchedulerName != corev1.DefaultSchedulerName {
+			t.Errorf("pod %s scheduler %q", p.Name, p.Spec.SchedulerName)
+		}
+		if !scheduledEvent(ctx, t, c, p) {
+			t.Errorf("pod %s has no Scheduled event from %s: it was not bound by kube-scheduler", p.Name, corev1.DefaultSchedulerName)
+		}
+	}
+
+	// 7 × 1Gi = 7168Mi > 6903Mi allocatable: exactly one replica must stay unschedulable.
+	scale(ctx, t, c, 7)
+	waitFor(ctx, t, "6 running and 1 unschedulable", func() (bool, string) {
+		running, pending := inflatePods(ctx, t, c)
+		unschedulable := 0
+		for _, p := range pending {
+			for _, cond := range p.Status.Conditions {
+				if cond.Type == corev1.PodScheduled && cond.Reason == corev1.PodReasonUnschedulable {
+					unschedulable++
+				}
+			}
+		}
+		return len(running) == 6 && unschedulable == 1, fmt.Sprintf("%d running, %d pending (%d unschedulable)", len(running), len(pending), unschedulable)
+	})
+}
+
+// TestStopLeavesNoProcess starts a second, private environment and checks that Stop ends every
+// component and removes its directory.
+func TestStopLeavesNoProcess(t *testing.T) {
+	localenvtest.Env(t) // skips or fails like every e2e test when the binaries are missing
+	env, err := localenv.Start(context.Background(), localenv.Options{SkipCRDs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids, dir := env.PIDs(), env.Dir
+	if len(pids) != 5 {
+		t.Errorf("started %d processes, want 5 (etcd, apiserver, controller-manager, scheduler, kwok)", len(pids))
+	}
+	if left := localenvtest.Survivors(pids, dir); len(left) != 5 {
+		t.Errorf("before Stop, %d live processes found, want 5: %v", len(left), left)
+	}
+	if err := env.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if left := localenvtest.Survivors(pids, dir); len(left) > 0 {
+		t.Errorf("processes left after Stop: %v", left)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("directory %s not removed: %v", dir, err)
+	}
+}
+
+func m5LargeNode(name string, poolLabels map[string]string) *corev1.Node {
+	labels := map[string]string{
+		"kubernetes.io/hostname":           name,
+		"kubernetes.io/arch":               "amd64",
+		"kubernetes.io/os":                 "linux",
+		"node.kubernetes.io/instance-type": "m5.large",
+		"topology.kubernetes.io/region":    "us-east-1",
+		"topology.kubernetes.io/zone":      "us-east-1a",
+		"karpenter.sh/nodepool":            "default",
+		"karpenter.sh/capacity-type":       "on-demand",
+		"karpenter.k8s.aws/ec2nodeclass":   "default",
+	}
+	for k, v := range poolLabels {
+		labels[k] = v
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Labels:      labels,
+			Annotations: map[string]string{localenv.KwokNodeAnnotation: "fake"},
+		},
+		Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/i-0123456789abcdef0"},
+	}
+}
+
+func m5LargeStatus() corev1.NodeStatus {
+	return corev1.NodeStatus{
+		Capacity: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("2"),
+			corev1.ResourceMemory: resource.MustParse("7910Mi"),
+			corev1.ResourcePods:   resource.MustParse("29"),
+		},
+		Allocatable: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("1930m"),
+			corev1.ResourceMemory: resource.MustParse("6903Mi"),
+			corev1.ResourcePods:   resource.MustParse("29"),
+		},
+	}
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func scale(ctx context.Context, t *testing.T, c client.Client, replicas int32) {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: "default", Name: "inflate"}, d); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(d.DeepCopy())
+	d.Spec.Replicas = &replicas
+	if err := c.Patch(ctx, d, patch); err != nil {
+		t.Fatalf("scaling inflate to %d: %v", replicas, err)
+	}
+}
+
+// inflatePods returns the inflate pods that are Running and those that are Pending.
+func inflatePods(ctx context.Context, t *testing.T, c client.Client) (running, pending []corev1.Pod) {
+	t.Helper()
+	pods := &corev1.PodList{}
+	if err := c.List(ctx, pods, client.InNamespace("default"), client.MatchingLabels{"app": "inflate"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		switch p.Status.Phase {
+		case corev1.PodRunning:
+			running = append(running, p)
+		case corev1.PodPending:
+			pending = append(pending, p)
+		}
+	}
+	return running, pending
+}
+
+func scheduledEvent(ctx context.Context, t *testing.T, c client.Client, p corev1.Pod) bool {
+	t.Helper()
+	found := false
+	waitFor(ctx, t, "Scheduled event for "+p.Name, func() (bool, string) {
+		events := &corev1.EventList{}
+		if err := c.List(ctx, events, client.InNamespace(p.Namespace)); err != nil {
+			return false, err.Error()
+		}
+		for _, e := range events.Items {
+			if e.InvolvedObject.UID == p.UID && e.Reason == "Scheduled" &&
+				(e.Source.Component == corev1.DefaultSchedulerName || e.ReportingController == corev1.DefaultSchedulerName) {
+				found = true
+			}
+		}
+		return found, fmt.Sprintf("%d events in namespace", len(events.Items))
+	})
+	return found
+}
+
+// waitFor polls cond every 200ms until it holds or ctx ends; the last detail goes into the failure.
+func waitFor(ctx context.Context, t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	var detail string
+	for {
+		var ok bool
+		if ok, detail = cond(); ok {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s: %s", what, detail)
+		case <-tick.C:
+		}
+	}
+}
+
+func readObjects(t *testing.T, path string) []*unstructured.Unstructured {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := yamlutil.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		obj := &unstructured.Unstructured{}
+		err := dec.Decode(&obj.Object)
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if len(obj.Object) > 0 {
+			out = append(out, obj)
+		}
+	}
+}
