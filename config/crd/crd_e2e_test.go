@@ -3,6 +3,8 @@ package crd_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -235,6 +237,42 @@ func TestCRDsRejectWhatKarpenterRejects(t *testing.T) {
 				t.Fatalf("rejected with\n  %v\nwant a message containing\n  %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestExamplesAreAccepted dry-runs every karpenter.sh/v1 and karpenter.k8s.aws/v1 manifest under
+// examples/ (the workshop pools and the v1 seed), as a user would `kubectl apply` them.
+func TestExamplesAreAccepted(t *testing.T) {
+	c, err := localenvtest.Env(t).Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	files, err := filepath.Glob("../../examples/*/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, _ := filepath.Glob("../../examples/seeds/*/*.yaml")
+	checked := 0
+	for _, f := range append(files, more...) {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, doc := range strings.Split(string(data), "\n---") {
+			obj := decode(t, doc)
+			if av := obj.GetAPIVersion(); av != "karpenter.sh/v1" && av != "karpenter.k8s.aws/v1" {
+				continue
+			}
+			checked++
+			if err := c.Create(ctx, obj, client.DryRunAll); err != nil {
+				t.Errorf("%s document %d (%s %s) rejected: %v", f, i+1, obj.GetKind(), obj.GetName(), err)
+			}
+		}
+	}
+	if checked < 4 {
+		t.Fatalf("checked only %d v1 manifests under examples/; the globs have gone stale", checked)
 	}
 }
 

@@ -248,7 +248,9 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 		"--root-ca-file="+certs.caCert,
 		"--cluster-signing-cert-file="+certs.caCert,
 		"--cluster-signing-key-file="+certs.caKey,
-		"--use-service-account-credentials=false",
+		// Each controller acts as its own service account, as in a real cluster; the
+		// system:kube-controller-manager role alone cannot even patch nodes.
+		"--use-service-account-credentials=true",
 		"--leader-elect=false",
 	)
 	if err != nil {
