@@ -1,0 +1,78 @@
+// Package catalog knows the EC2 instance types a NodePool can launch: their hardware, the
+// allocatable resources a node of each type offers to pods (the same arithmetic Karpenter uses
+// for AL2023), their well-known labels, and their offerings (zone × capacity type) with prices.
+//
+// It is pure data and arithmetic: no AWS calls and no clocks. The AWS cloud provider refreshes
+// prices and offerings from the APIs and falls back to the catalog embedded here.
+package catalog
+
+// Resource indexes a Resources vector. A fixed vector (instead of a map keyed by resource name)
+// keeps fit checks in the scheduling engine to a handful of integer comparisons.
+type Resource int
+
+// The resources karpool schedules on. Quantities are in base units: millicores for cpu, bytes
+// for memory and ephemeral-storage, counts for the rest.
+const (
+	CPU Resource = iota
+	Memory
+	EphemeralStorage
+	Pods
+	NvidiaGPU // nvidia.com/gpu
+	AMDGPU    // amd.com/gpu
+	Neuron    // aws.amazon.com/neuron
+	NeuronCore
+	HabanaGaudi // habana.ai/gaudi
+	PodENI      // vpc.amazonaws.com/pod-eni
+	NumResources
+)
+
+// ResourceNames are the Kubernetes names of the resources, by index.
+var ResourceNames = [NumResources]string{
+	CPU:              "cpu",
+	Memory:           "memory",
+	EphemeralStorage: "ephemeral-storage",
+	Pods:             "pods",
+	NvidiaGPU:        "nvidia.com/gpu",
+	AMDGPU:           "amd.com/gpu",
+	Neuron:           "aws.amazon.com/neuron",
+	NeuronCore:       "aws.amazon.com/neuroncore",
+	HabanaGaudi:      "habana.ai/gaudi",
+	PodENI:           "vpc.amazonaws.com/pod-eni",
+}
+
+// Resources is a quantity of each resource.
+type Resources [NumResources]int64
+
+// Capacity type values, as in the karpenter.sh/capacity-type label.
+const (
+	CapacityTypeSpot     = "spot"
+	CapacityTypeOnDemand = "on-demand"
+)
+
+// Offering is one way to buy an instance type: a zone and a capacity type, at a price.
+type Offering struct {
+	Zone         string
+	CapacityType string
+	// PricePerHour in USD.
+	PricePerHour float64
+	// Available is false while the offering is known to lack capacity (insufficient capacity
+	// errors) or is not offered in the zone.
+	Available bool
+}
+
+// InstanceType is one EC2 instance type as a node of a given NodePool would see it.
+type InstanceType struct {
+	Name string
+	// Labels are the well-known labels a node of this type carries: node.kubernetes.io/instance-type,
+	// kubernetes.io/arch, kubernetes.io/os, karpenter.k8s.aws/instance-* (category, family,
+	// generation, size, cpu, memory, hypervisor, gpu-*, ...). Zone, capacity type and pool labels
+	// come from the offering and the NodePool, not from here.
+	Labels map[string]string
+	// Capacity is what the hardware has (vCPU, memory, max pods, ...).
+	Capacity Resources
+	// Allocatable is Capacity minus kube-reserved, system-reserved, eviction thresholds and VM
+	// overhead: what pods may request on a node of this type.
+	Allocatable Resources
+	// Offerings lists zone × capacity type with prices, sorted by price then zone.
+	Offerings []Offering
+}
