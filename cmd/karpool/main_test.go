@@ -49,3 +49,13 @@ func TestUnknownFlagIsAUsageError(t *testing.T) {
 		t.Errorf("exit code %d, want 2 for a usage error", code)
 	}
 }
+
+func TestUnknownCommandIsAUsageError(t *testing.T) {
+	_, err := run("no-such-command")
+	if err == nil || !strings.Contains(err.Error(), "no-such-command") {
+		t.Fatalf("error %v, want one naming the unknown command", err)
+	}
+	if code := exitCode(err); code != 2 {
+		t.Errorf("exit code %d, want 2", code)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/spf13/cobra"
 )
@@ -27,6 +28,15 @@ with a CUE schema, reconciles them (and the AWS resources they need) into a clus
 and runs a bundled autoscaling core that launches the cheapest EC2 capacity that fits.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Without its own RunE, cobra reports a mistyped subcommand as an ordinary failure (exit 1);
+		// it is a usage mistake (exit 2).
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError{fmt.Errorf("unknown command %q; run 'karpool help' for the list", args[0])}
+			}
+			return cmd.Help()
+		},
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newVersionCommand())
