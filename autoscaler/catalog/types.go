@@ -23,6 +23,7 @@ const (
 	NeuronCore
 	HabanaGaudi // habana.ai/gaudi
 	PodENI      // vpc.amazonaws.com/pod-eni
+	EFA         // vpc.amazonaws.com/efa
 	NumResources
 )
 
@@ -38,6 +39,7 @@ var ResourceNames = [NumResources]string{
 	NeuronCore:       "aws.amazon.com/neuroncore",
 	HabanaGaudi:      "habana.ai/gaudi",
 	PodENI:           "vpc.amazonaws.com/pod-eni",
+	EFA:              "vpc.amazonaws.com/efa",
 }
 
 // Resources is a quantity of each resource.
@@ -58,6 +60,10 @@ type Offering struct {
 	// Available is false while the offering is known to lack capacity (insufficient capacity
 	// errors) or is not offered in the zone.
 	Available bool
+	// Estimated is true when PricePerHour is an estimate rather than a current list price: every
+	// spot price of the embedded catalog (a 2025-04 average) and the on-demand prices of types
+	// whose regional price was extrapolated. Cost reports should say so.
+	Estimated bool
 }
 
 // InstanceType is one EC2 instance type as a node of a given NodePool would see it.
@@ -65,13 +71,16 @@ type InstanceType struct {
 	Name string
 	// Labels are the well-known labels a node of this type carries: node.kubernetes.io/instance-type,
 	// kubernetes.io/arch, kubernetes.io/os, karpenter.k8s.aws/instance-* (category, family,
-	// generation, size, cpu, memory, hypervisor, gpu-*, ...). Zone, capacity type and pool labels
-	// come from the offering and the NodePool, not from here.
+	// generation, size, cpu, memory, hypervisor, gpu-*, ...) and topology.kubernetes.io/region.
+	// Zone, capacity type and pool labels come from the offering and the NodePool, not from here.
+	// The map may be shared between calls: do not modify it.
 	Labels map[string]string
-	// Capacity is what the hardware has (vCPU, memory, max pods, ...).
+	// Capacity is what the node reports as capacity, as Karpenter estimates it: vCPU, memory
+	// less the VM overhead (7.5 %) and, on arm64, the 64Mi CMA reservation, max pods, the
+	// ephemeral-storage volume, and devices. Pool limits count this.
 	Capacity Resources
-	// Allocatable is Capacity minus kube-reserved, system-reserved, eviction thresholds and VM
-	// overhead: what pods may request on a node of this type.
+	// Allocatable is Capacity minus kube-reserved, system-reserved and eviction thresholds: what
+	// pods may request on a node of this type.
 	Allocatable Resources
 	// Offerings lists zone × capacity type with prices, sorted by price then zone.
 	Offerings []Offering
