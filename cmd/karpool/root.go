@@ -41,5 +41,6 @@ and runs a bundled autoscaling core that launches the cheapest EC2 capacity that
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newVersionCommand())
 	root.AddCommand(newAWSSimCommand())
+	root.AddCommand(newSimulateCommand())
 	return root
 }

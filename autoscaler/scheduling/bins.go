@@ -1,0 +1,426 @@
+package scheduling
+
+import (
+	"math"
+	"math/bits"
+
+	corev1 "k8s.io/api/core/v1"
+
+	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	"github.com/karpool/karpool/autoscaler/catalog"
+)
+
+const (
+	binExisting = iota
+	binInFlight
+	binNew
+)
+
+// bin is a node pods can be placed on: an existing node, an in-flight NodeClaim or a new NodeClaim.
+type bin struct {
+	id   int32
+	kind uint8
+	name string
+	pool int32 // -1: not a pool's node
+	// labels of existing nodes and in-flight NodeClaims.
+	labels map[string]string
+	taints []corev1.Taint
+	closed bool // cordoned or otherwise not accepting pods
+	// zone is the zone index; -1 means undecided (new) or no zone label (existing).
+	zone  int32
+	alloc catalog.Resources // what pods may use (new: the target type's usable resources)
+	used  catalog.Resources
+	// New NodeClaims only.
+	types    bitset
+	allTypes bool
+	zoneMask uint32
+	ctMask   uint8
+	custom   map[string]*domain
+	target   int32
+	// pods placed by this solve, in binding order (indexes into Input.Pods).
+	pods []int32
+	// uncounted are free pods placed while the zone was undecided; they are added to zone
+	// counters when the zone is settled.
+	uncounted []int32
+	dead      bool
+	// sides record counts made on the assumption that the node launches inside (or outside)
+	// a set of types; the target must stay on that side.
+	sides []side
+}
+
+type side struct {
+	elig bitset
+	in   bool
+}
+
+func (b *bin) sideOK(t int) bool {
+	for _, sd := range b.sides {
+		if sd.elig.has(t) != sd.in {
+			return false
+		}
+	}
+	return true
+}
+
+func (b *bin) room() catalog.Resources {
+	var r catalog.Resources
+	for i := range r {
+		r[i] = b.alloc[i] - b.used[i]
+	}
+	return r
+}
+
+// acceptsSig evaluates a signature against an existing node or in-flight NodeClaim.
+func (b *bin) acceptsSig(sig *nodeSig) bool {
+	if b.closed {
+		return false
+	}
+	if !matchLabels(sig.reqs, b.labels) {
+		return false
+	}
+	for _, t := range b.taints {
+		if !tolerates(sig.tols, t.Key, t.Value, t.Effect) {
+			return false
+		}
+	}
+	return true
+}
+
+// ephemeralTaints do not keep pods away from a node that is still starting.
+var ephemeralTaints = map[string]bool{
+	corev1.TaintNodeNotReady:                         true,
+	corev1.TaintNodeUnreachable:                      true,
+	"node.cloudprovider.kubernetes.io/uninitialized": true,
+	karpv1.TaintKeyUnregistered:                      true,
+}
+
+func isTerminal(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+func (s *solver) poolIndex(name string) int32 {
+	for _, p := range s.pools {
+		if p.name == name && name != "" {
+			return int32(p.idx)
+		}
+	}
+	return -1
+}
+
+// buildExisting turns nodes and in-flight NodeClaims into bins.
+func (s *solver) buildExisting() {
+	for i := range s.in.Nodes {
+		n := s.in.Nodes[i].Node
+		if n == nil {
+			continue
+		}
+		b := &bin{id: int32(len(s.bins)), kind: binExisting, name: n.Name, zone: -1, labels: n.Labels}
+		if _, ok := b.labels[labelHostname]; !ok {
+			b.labels = copyLabels(n.Labels)
+			b.labels[labelHostname] = n.Name
+		}
+		b.pool = s.poolIndex(n.Labels[labelNodePool])
+		if z, ok := s.zoneIdx[n.Labels[labelZone]]; ok {
+			b.zone = int32(z)
+		}
+		b.closed = n.Spec.Unschedulable
+		initialized := n.Labels[karpv1.LabelNodeInitialized] == "true"
+		var startup []karpv1.Taint
+		if b.pool >= 0 && s.pools[b.pool].np != nil {
+			startup = s.pools[b.pool].np.Spec.Template.Spec.StartupTaints
+		}
+		for _, t := range n.Spec.Taints {
+			if !blockingEffect(t.Effect) {
+				continue
+			}
+			if b.pool >= 0 && !initialized && (ephemeralTaints[t.Key] || isStartupTaint(startup, t)) {
+				continue
+			}
+			b.taints = append(b.taints, t)
+		}
+		b.alloc, _ = ToResources(n.Status.Allocatable)
+		for _, p := range s.in.Nodes[i].Pods {
+			if p == nil || isTerminal(p) {
+				continue
+			}
+			r, _ := PodRequests(p)
+			addTo(&b.used, &r, 1)
+		}
+		if b.pool >= 0 {
+			p := s.pools[b.pool]
+			capacity, _ := ToResources(n.Status.Capacity)
+			addTo(&p.usage, &capacity, 1)
+			p.nodes++
+		}
+		s.bins = append(s.bins, b)
+		s.existingPods = append(s.existingPods, s.in.Nodes[i].Pods)
+	}
+	for i := range s.in.NodeClaims {
+		nc := s.in.NodeClaims[i].NodeClaim
+		if nc == nil {
+			continue
+		}
+		b := &bin{id: int32(len(s.bins)), kind: binInFlight, name: nc.Name, zone: -1}
+		b.labels = copyLabels(nc.Labels)
+		for _, r := range nc.Spec.Requirements {
+			if r.Operator == corev1.NodeSelectorOpIn && len(r.Values) == 1 {
+				if _, ok := b.labels[r.Key]; !ok {
+					b.labels[r.Key] = r.Values[0]
+				}
+			}
+		}
+		if _, ok := b.labels[labelHostname]; !ok {
+			name := nc.Status.NodeName
+			if name == "" {
+				name = nc.Name
+			}
+			b.labels[labelHostname] = name
+		}
+		b.pool = s.poolIndex(b.labels[labelNodePool])
+		if z, ok := s.zoneIdx[b.labels[labelZone]]; ok {
+			b.zone = int32(z)
+		}
+		for _, t := range nc.Spec.Taints {
+			if blockingEffect(t.Effect) {
+				b.taints = append(b.taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
+			}
+		}
+		var ti *typeInfo
+		if b.pool >= 0 {
+			p := s.pools[b.pool]
+			for j := range p.types {
+				if p.types[j].it.Name == b.labels[labelInstanceType] {
+					ti = &p.types[j]
+					break
+				}
+			}
+		}
+		var capacity catalog.Resources
+		switch {
+		case len(nc.Status.Allocatable) > 0:
+			b.alloc, _ = ToResources(nc.Status.Allocatable)
+			capacity, _ = ToResources(nc.Status.Capacity)
+			if ti != nil {
+				addTo(&b.used, &ti.ds, 1)
+			}
+		case ti != nil:
+			b.alloc = ti.usable
+			capacity = ti.it.Capacity
+		default:
+			// Unknown size: the NodeClaim counts for topology but takes no new pods.
+			b.closed = true
+		}
+		for _, p := range s.in.NodeClaims[i].Pods {
+			if p == nil || isTerminal(p) {
+				continue
+			}
+			r, _ := PodRequests(p)
+			addTo(&b.used, &r, 1)
+		}
+		if b.pool >= 0 {
+			p := s.pools[b.pool]
+			if capacity == (catalog.Resources{}) && ti != nil {
+				capacity = ti.it.Capacity
+			}
+			addTo(&p.usage, &capacity, 1)
+			p.nodes++
+		}
+		s.bins = append(s.bins, b)
+		s.existingPods = append(s.existingPods, s.in.NodeClaims[i].Pods)
+	}
+	s.existing = len(s.bins)
+	for _, b := range s.bins {
+		s.treeUpdate(b)
+	}
+}
+
+func isStartupTaint(startup []karpv1.Taint, t corev1.Taint) bool {
+	for _, st := range startup {
+		if st.Key == t.Key && st.Effect == t.Effect && (st.Value == "" || st.Value == t.Value) {
+			return true
+		}
+	}
+	return false
+}
+
+func copyLabels(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m)+1)
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// newBin opens a new NodeClaim of pool p with the compatibility of the first class placed on it.
+func (s *solver) newBin(p *poolState, c *sigCompat, zones uint32, target int) *bin {
+	b := &bin{id: int32(len(s.bins)), kind: binNew, pool: int32(p.idx), zone: -1, target: int32(target)}
+	b.ctMask = c.ctMask
+	b.zoneMask = zones
+	if c.all && zones == c.zoneMask {
+		b.types, b.allTypes = p.all, true
+	} else {
+		b.types = c.types.clone()
+		if zones != c.zoneMask {
+			b.types.each(func(i int) bool {
+				if !p.types[i].offers(zones, b.ctMask) {
+					b.types.clear(i)
+				}
+				return true
+			})
+		}
+	}
+	if bits.OnesCount32(zones) == 1 {
+		b.zone = int32(bits.TrailingZeros32(zones))
+	}
+	if c.custom != nil {
+		b.custom = make(map[string]*domain, len(c.custom))
+		for k, d := range c.custom {
+			b.custom[k] = d.clone()
+		}
+	}
+	t := &p.types[target]
+	b.alloc = t.usable
+	p.commit(t, 1)
+	s.bins = append(s.bins, b)
+	s.newBins++
+	s.treeUpdate(b)
+	return b
+}
+
+// dropBin discards an empty new NodeClaim.
+func (s *solver) dropBin(b *bin) {
+	if b.dead || len(b.pods) > 0 {
+		return
+	}
+	b.dead = true
+	s.pools[b.pool].commit(&s.pools[b.pool].types[b.target], -1)
+	s.treeUpdate(b)
+	if int(b.id) == len(s.bins)-1 {
+		s.bins = s.bins[:len(s.bins)-1]
+		s.newBins--
+	}
+}
+
+// bestType is the cheapest type of a new NodeClaim's set that fits its pods and keeps the pool
+// within its limits in place of the current target (-1 if none).
+func (s *solver) bestType(b *bin) int {
+	p := s.pools[b.pool]
+	cur := &p.types[b.target]
+	prices := p.prices(s, b.zoneMask, b.ctMask)
+	best, bestPrice := -1, math.Inf(1)
+	b.types.each(func(i int) bool {
+		t := &p.types[i]
+		if prices[i] >= bestPrice || !fits(&b.used, &t.usable) || math.IsInf(prices[i], 1) || !b.sideOK(i) {
+			return true
+		}
+		if i != int(b.target) && !p.fitsLimitsSwap(cur, t) {
+			return true
+		}
+		best, bestPrice = i, prices[i]
+		return true
+	})
+	return best
+}
+
+// shrink retargets every new NodeClaim to the cheapest type that fits what it holds (repeating
+// while that frees pool limits another NodeClaim can use).
+func (s *solver) shrink() {
+	for i := 0; i < 5 && s.shrinkOnce(); i++ {
+	}
+}
+
+func (s *solver) shrinkOnce() bool {
+	changed := false
+	for _, b := range s.bins[s.existing:] {
+		if b.dead {
+			continue
+		}
+		if len(b.pods) == 0 {
+			s.dropBin(b)
+			continue
+		}
+		if t := s.bestType(b); t >= 0 && t != int(b.target) {
+			s.retarget(b, t)
+			changed = true
+		}
+	}
+	return changed
+}
+
+// retarget changes a new NodeClaim's target instance type.
+func (s *solver) retarget(b *bin, target int) {
+	p := s.pools[b.pool]
+	p.commit(&p.types[b.target], -1)
+	b.target = int32(target)
+	t := &p.types[target]
+	p.commit(t, 1)
+	b.alloc = t.usable
+	s.treeUpdate(b)
+}
+
+// narrowZone fixes an undecided new NodeClaim's zone and counts the pods that waited for it.
+func (s *solver) narrowZone(b *bin, z int32) {
+	if b.zone == z {
+		return
+	}
+	b.zone = z
+	b.zoneMask = 1 << z
+	p := s.pools[b.pool]
+	if b.allTypes {
+		b.types, b.allTypes = p.all.clone(), false
+	}
+	b.types.each(func(i int) bool {
+		if !p.types[i].offers(b.zoneMask, b.ctMask) {
+			b.types.clear(i)
+		}
+		return true
+	})
+	if len(b.uncounted) > 0 {
+		for _, pi := range b.uncounted {
+			s.countPod(s.podClass[pi], b, 1, true)
+		}
+		b.uncounted = b.uncounted[:0]
+	}
+}
+
+// minValuesZones are the zones of the mask that keep the pool's minValues satisfied for the
+// NodeClaim (the whole mask when the pool has none).
+func (s *solver) minValuesZones(b *bin, m uint32, req *catalog.Resources, k int) uint32 {
+	p := s.pools[b.pool]
+	if len(p.minValues) == 0 {
+		return m
+	}
+	var ok uint32
+	for mm := m; mm != 0; mm &= mm - 1 {
+		z := bits.TrailingZeros32(mm)
+		if s.minValuesOK(b, b.types, 1<<z, b.ctMask, req, k) {
+			ok |= 1 << z
+		}
+	}
+	return ok
+}
+
+// zoneFor picks a zone for an undecided new NodeClaim: the allowed zone where the target type is
+// cheapest, ties to the lowest index.
+func (s *solver) zoneFor(b *bin, allowed uint32) int32 {
+	p := s.pools[b.pool]
+	t := &p.types[b.target]
+	best, bestPrice := int32(-1), 0.0
+	m := b.zoneMask & allowed
+	var none catalog.Resources
+	if m = s.minValuesZones(b, m, &none, 0); m == 0 {
+		return -1 // no single zone keeps the pool's minValues: leave the zone open
+	}
+	for m != 0 {
+		z := int32(bits.TrailingZeros32(m))
+		m &= m - 1
+		if !t.offers(1<<z, b.ctMask) {
+			continue
+		}
+		price := t.priceIn(1<<z, b.ctMask, s.zoneIdx)
+		if best < 0 || price < bestPrice {
+			best, bestPrice = z, price
+		}
+	}
+	return best
+}

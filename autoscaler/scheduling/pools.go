@@ -1,0 +1,652 @@
+package scheduling
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	"github.com/karpool/karpool/autoscaler/catalog"
+)
+
+// Capacity types, as indexes into masks.
+const (
+	ctSpot = iota
+	ctOnDemand
+	ctReserved
+	numCT
+)
+
+var ctNames = [numCT]string{catalog.CapacityTypeSpot, catalog.CapacityTypeOnDemand, karpv1.CapacityTypeReserved}
+
+func ctIndex(s string) int {
+	for i, n := range ctNames {
+		if n == s {
+			return i
+		}
+	}
+	return -1
+}
+
+const maxZones = 32
+
+// typeInfo is an instance type as seen by one pool.
+type typeInfo struct {
+	it *catalog.InstanceType
+	// usable is allocatable minus the requests of the daemonsets that would run on the node.
+	usable catalog.Resources
+	ds     catalog.Resources
+	// zoneByCT holds, per capacity type, the zones with an available offering the pool allows.
+	zoneByCT [numCT]uint32
+	// price is the cheapest available offering the pool allows.
+	price float64
+	// eff is how much of the pool's demand (at LP dual prices) a node of this type carries per
+	// dollar; 1 for the types of the LP optimum.
+	eff float64
+}
+
+// offers reports whether the type has an available offering in the zone and capacity type masks.
+func (t *typeInfo) offers(zones uint32, cts uint8) bool {
+	for ct := 0; ct < numCT; ct++ {
+		if cts&(1<<ct) != 0 && t.zoneByCT[ct]&zones != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// priceIn is the cheapest offering within the masks (+Inf if none).
+func (t *typeInfo) priceIn(zones uint32, cts uint8, zoneIdx map[string]int) float64 {
+	best := math.Inf(1)
+	for i := range t.it.Offerings {
+		o := &t.it.Offerings[i]
+		if !o.Available {
+			continue
+		}
+		ct := ctIndex(o.CapacityType)
+		z, ok := zoneIdx[o.Zone]
+		if ct < 0 || !ok || cts&(1<<ct) == 0 || zones&(1<<z) == 0 {
+			continue
+		}
+		best = min(best, o.PricePerHour)
+	}
+	return best
+}
+
+type minValue struct {
+	key string
+	min int
+}
+
+// poolState is a NodePool prepared for scheduling.
+type poolState struct {
+	idx    int
+	name   string
+	np     *karpv1.NodePool
+	weight int32
+	types  []typeInfo
+	all    bitset
+	// fixed labels every node of the pool carries (template labels, the pool name, the region).
+	fixed map[string]string
+	// custom holds the pool's requirements on keys that are neither instance type labels nor
+	// zone/capacity type: the node gets one of the allowed values.
+	custom   map[string]*domain
+	typeKeys map[string]bool
+	zoneMask uint32
+	ctMask   uint8
+	taints   []corev1.Taint // NoSchedule / NoExecute template taints
+	// limits; limited marks the resources that have one. nodeLimit < 0 means none.
+	limits    catalog.Resources
+	limited   [catalog.NumResources]bool
+	nodeLimit int64
+	usage     catalog.Resources
+	nodes     int64
+	minValues []minValue
+	// invalid explains why the pool can launch nothing.
+	invalid string
+	// rank lists type indexes in the order new NodeClaims prefer them as a target size.
+	rank []int
+	// duals are the LP dual prices of the pool's demand ($ per unit of each resource).
+	duals [catalog.NumResources]float64
+	// priceCache holds, per zone and capacity type mask, each type's cheapest offering; order
+	// the type indexes sorted by it; offCache the allowed offerings of each type.
+	priceCache map[uint64][]float64
+	orderCache map[uint64][]int
+	offCache   map[uint64][]offeringSet
+}
+
+type offeringSet struct {
+	offs  []catalog.Offering
+	zones uint32
+	cts   uint8
+	done  bool
+}
+
+// sorted returns the prices within the masks and the type indexes sorted by price, then name.
+func (p *poolState) sorted(s *solver, zones uint32, cts uint8) ([]float64, []int) {
+	prices := p.prices(s, zones, cts)
+	key := uint64(zones)<<8 | uint64(cts)
+	if o, ok := p.orderCache[key]; ok {
+		return prices, o
+	}
+	if p.orderCache == nil {
+		p.orderCache = map[uint64][]int{}
+	}
+	o := make([]int, len(p.types))
+	for i := range o {
+		o[i] = i
+	}
+	sort.SliceStable(o, func(a, b int) bool {
+		if prices[o[a]] != prices[o[b]] {
+			return prices[o[a]] < prices[o[b]]
+		}
+		return p.types[o[a]].it.Name < p.types[o[b]].it.Name
+	})
+	p.orderCache[key] = o
+	return prices, o
+}
+
+// offerings returns a type's available offerings within the masks, cheapest first (shared,
+// read-only), and the zones and capacity types they cover.
+func (p *poolState) offerings(s *solver, t int, zones uint32, cts uint8) ([]catalog.Offering, uint32, uint8) {
+	key := uint64(zones)<<8 | uint64(cts)
+	sets, ok := p.offCache[key]
+	if !ok {
+		if p.offCache == nil {
+			p.offCache = map[uint64][]offeringSet{}
+		}
+		sets = make([]offeringSet, len(p.types))
+		p.offCache[key] = sets
+	}
+	set := &sets[t]
+	if !set.done {
+		ti := &p.types[t]
+		for _, of := range ti.it.Offerings {
+			z, ok := s.zoneIdx[of.Zone]
+			ct := ctIndex(of.CapacityType)
+			if !of.Available || !ok || ct < 0 || zones&(1<<z) == 0 || cts&(1<<ct) == 0 || ti.zoneByCT[ct]&(1<<z) == 0 {
+				continue
+			}
+			set.offs = append(set.offs, of)
+			set.zones |= 1 << z
+			set.cts |= 1 << ct
+		}
+		sort.SliceStable(set.offs, func(i, j int) bool {
+			a, b := set.offs[i], set.offs[j]
+			if a.PricePerHour != b.PricePerHour {
+				return a.PricePerHour < b.PricePerHour
+			}
+			if a.Zone != b.Zone {
+				return a.Zone < b.Zone
+			}
+			return a.CapacityType < b.CapacityType
+		})
+		set.done = true
+	}
+	return set.offs, set.zones, set.cts
+}
+
+// prices returns each type's cheapest available offering within the masks (+Inf if none).
+func (p *poolState) prices(s *solver, zones uint32, cts uint8) []float64 {
+	key := uint64(zones)<<8 | uint64(cts)
+	if v, ok := p.priceCache[key]; ok {
+		return v
+	}
+	if p.priceCache == nil {
+		p.priceCache = map[uint64][]float64{}
+	}
+	v := make([]float64, len(p.types))
+	for i := range p.types {
+		t := &p.types[i]
+		if zones == p.zoneMask && cts == p.ctMask {
+			v[i] = t.price
+		} else {
+			v[i] = t.priceIn(zones, cts, s.zoneIdx)
+		}
+	}
+	p.priceCache[key] = v
+	return v
+}
+
+// zonesOffered are the zones where some type of the pool has an offering.
+func (p *poolState) zonesOffered() uint32 {
+	var z uint32
+	for i := range p.types {
+		for ct := 0; ct < numCT; ct++ {
+			z |= p.types[i].zoneByCT[ct]
+		}
+	}
+	return z
+}
+
+// fitsLimits reports whether one more node of type t stays within the pool's limits.
+func (p *poolState) fitsLimits(t *typeInfo) bool {
+	if p.nodeLimit >= 0 && p.nodes+1 > p.nodeLimit {
+		return false
+	}
+	for r := range p.limited {
+		if p.limited[r] && p.usage[r]+t.it.Capacity[r] > p.limits[r] {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *poolState) fitsLimitsSwap(from, to *typeInfo) bool {
+	for r := range p.limited {
+		if p.limited[r] && p.usage[r]-from.it.Capacity[r]+to.it.Capacity[r] > p.limits[r] {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *poolState) limitsReason() string {
+	var parts []string
+	if p.nodeLimit >= 0 && p.nodes+1 > p.nodeLimit {
+		parts = append(parts, fmt.Sprintf("nodes %d/%d", p.nodes, p.nodeLimit))
+	}
+	for r := range p.limited {
+		if p.limited[r] {
+			parts = append(parts, fmt.Sprintf("%s %s/%s", catalog.ResourceNames[r],
+				FormatQuantity(catalog.Resource(r), p.usage[r]), FormatQuantity(catalog.Resource(r), p.limits[r])))
+		}
+	}
+	return fmt.Sprintf("nodepool %q limits exceeded (%s)", p.name, strings.Join(parts, ", "))
+}
+
+func (p *poolState) commit(t *typeInfo, sign int64) {
+	p.nodes += sign
+	addTo(&p.usage, &t.it.Capacity, sign)
+}
+
+// isOfferingKey, and the other key classes, decide how a requirement is evaluated against a pool.
+func isTypeKeyCandidate(key string) bool {
+	return key == labelInstanceType || key == corev1.LabelArchStable || key == corev1.LabelOSStable ||
+		strings.HasPrefix(key, "karpenter.k8s.aws/instance-") || key == corev1.LabelInstanceType ||
+		key == "beta.kubernetes.io/arch" || key == "beta.kubernetes.io/os"
+}
+
+// buildPools prepares every NodePool.
+func (s *solver) buildPools() {
+	// Zones: every zone any offering or node mentions, in name order.
+	zoneSet := map[string]bool{}
+	for _, p := range s.in.Pools {
+		for i := range p.InstanceTypes {
+			for _, o := range p.InstanceTypes[i].Offerings {
+				zoneSet[o.Zone] = true
+			}
+		}
+	}
+	for _, n := range s.in.Nodes {
+		if n.Node != nil {
+			if z, ok := n.Node.Labels[labelZone]; ok {
+				zoneSet[z] = true
+			}
+		}
+	}
+	for _, nc := range s.in.NodeClaims {
+		if nc.NodeClaim != nil {
+			for _, r := range nc.NodeClaim.Spec.Requirements {
+				if r.Key == labelZone && r.Operator == corev1.NodeSelectorOpIn {
+					for _, z := range r.Values {
+						zoneSet[z] = true
+					}
+				}
+			}
+		}
+	}
+	for z := range zoneSet {
+		s.zones = append(s.zones, z)
+	}
+	sort.Strings(s.zones)
+	if len(s.zones) > maxZones {
+		s.zones = s.zones[:maxZones]
+	}
+	s.zoneIdx = make(map[string]int, len(s.zones))
+	for i, z := range s.zones {
+		s.zoneIdx[z] = i
+	}
+
+	for i := range s.in.Pools {
+		s.pools = append(s.pools, s.buildPool(i))
+	}
+	// Highest weight first, then name.
+	s.poolOrder = make([]*poolState, len(s.pools))
+	copy(s.poolOrder, s.pools)
+	sort.SliceStable(s.poolOrder, func(a, b int) bool {
+		pa, pb := s.poolOrder[a], s.poolOrder[b]
+		if pa.weight != pb.weight {
+			return pa.weight > pb.weight
+		}
+		return pa.name < pb.name
+	})
+}
+
+func (s *solver) buildPool(idx int) *poolState {
+	in := &s.in.Pools[idx]
+	p := &poolState{idx: idx, nodeLimit: -1, fixed: map[string]string{}, typeKeys: map[string]bool{}}
+	np := in.NodePool
+	if np == nil {
+		p.invalid = "nodepool is nil"
+		return p
+	}
+	p.np, p.name = np, np.Name
+	if np.Spec.Weight != nil {
+		p.weight = *np.Spec.Weight
+	}
+	if np.Spec.Replicas != nil {
+		p.invalid = fmt.Sprintf("nodepool %q is static (replicas set): it does not provision for pending pods", p.name)
+	}
+	tmpl := &np.Spec.Template
+	for k, v := range tmpl.Labels {
+		p.fixed[k] = v
+	}
+	p.fixed[labelNodePool] = np.Name
+	if s.in.Region != "" {
+		p.fixed[labelRegion] = s.in.Region
+	}
+	for _, t := range tmpl.Spec.Taints {
+		if blockingEffect(t.Effect) {
+			p.taints = append(p.taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
+		}
+	}
+	for i := range in.InstanceTypes {
+		for k := range in.InstanceTypes[i].Labels {
+			p.typeKeys[k] = true
+		}
+	}
+
+	// Limits.
+	for name, q := range np.Spec.Limits {
+		if name == "nodes" {
+			p.nodeLimit = q.Value()
+			continue
+		}
+		if r, ok := resourceIndex(name); ok {
+			p.limited[r] = true
+			p.limits[r] = quantityValue(r, q)
+		}
+	}
+
+	// Requirements.
+	p.zoneMask = uint32(1)<<uint(len(s.zones)) - 1
+	if len(s.zones) == maxZones {
+		p.zoneMask = math.MaxUint32
+	}
+	p.ctMask = 1<<numCT - 1
+	var typeReqs []req
+	for _, r := range tmpl.Spec.Requirements {
+		rq := newReq(r.Key, r.Operator, r.Values)
+		if r.MinValues != nil {
+			p.minValues = append(p.minValues, minValue{key: r.Key, min: *r.MinValues})
+		}
+		switch {
+		case r.Key == labelZone:
+			p.zoneMask &= s.zoneFilter(&rq)
+		case r.Key == labelCapacityType:
+			p.ctMask &= ctFilter(&rq)
+		case r.Key == labelNodePool || r.Key == labelHostname:
+			// Not allowed by the CRD; ignore.
+		default:
+			if v, ok := p.fixed[r.Key]; ok {
+				if !rq.matches(v, true) {
+					p.invalid = fmt.Sprintf("nodepool %q: template label %s=%s contradicts its requirement %s", p.name, r.Key, v, describeReq(&rq))
+				}
+				continue
+			}
+			if p.typeKeys[r.Key] || isTypeKeyCandidate(r.Key) {
+				typeReqs = append(typeReqs, rq)
+				continue
+			}
+			if r.Key == labelRegion {
+				continue
+			}
+			if p.custom == nil {
+				p.custom = map[string]*domain{}
+			}
+			if d, ok := p.custom[r.Key]; ok {
+				if !d.intersect(domainFromReq(rq)) {
+					p.invalid = fmt.Sprintf("nodepool %q: requirements on %s contradict each other", p.name, r.Key)
+				}
+			} else {
+				p.custom[r.Key] = domainFromReq(rq)
+			}
+		}
+	}
+	if p.ctMask&(1<<ctReserved) != 0 && !poolAllowsExplicitly(tmpl.Spec.Requirements, karpv1.CapacityTypeReserved) {
+		// Reserved capacity is only used when asked for explicitly.
+		p.ctMask &^= 1 << ctReserved
+	}
+
+	// Instance types the pool can launch.
+	daemons := s.daemonsFor(p)
+	for i := range in.InstanceTypes {
+		it := &in.InstanceTypes[i]
+		if !matchLabels(typeReqs, it.Labels) {
+			continue
+		}
+		ti := typeInfo{it: it}
+		for _, o := range it.Offerings {
+			if !o.Available {
+				continue
+			}
+			ct := ctIndex(o.CapacityType)
+			z, ok := s.zoneIdx[o.Zone]
+			if ct < 0 || !ok || p.ctMask&(1<<ct) == 0 || p.zoneMask&(1<<z) == 0 {
+				continue
+			}
+			ti.zoneByCT[ct] |= 1 << z
+		}
+		if ti.zoneByCT == [numCT]uint32{} {
+			continue
+		}
+		ti.price = ti.priceIn(p.zoneMask, p.ctMask, s.zoneIdx)
+		for _, d := range daemons {
+			if d.compatibleWith(p, it) {
+				addTo(&ti.ds, &d.req, 1)
+			}
+		}
+		ti.usable = it.Allocatable
+		for r := range ti.usable {
+			ti.usable[r] -= ti.ds[r]
+		}
+		if ti.usable[catalog.Pods] <= 0 || ti.usable[catalog.CPU] < 0 || ti.usable[catalog.Memory] < 0 {
+			continue
+		}
+		p.types = append(p.types, ti)
+	}
+	// Cheapest first, then name: target ranking and final ordering start from here.
+	sort.SliceStable(p.types, func(a, b int) bool {
+		if p.types[a].price != p.types[b].price {
+			return p.types[a].price < p.types[b].price
+		}
+		return p.types[a].it.Name < p.types[b].it.Name
+	})
+	p.all = newBitset(len(p.types))
+	for i := range p.types {
+		p.all.set(i)
+	}
+	if p.invalid == "" && len(p.types) == 0 {
+		p.invalid = fmt.Sprintf("nodepool %q: no instance type satisfies its requirements and has an available offering", p.name)
+	}
+	return p
+}
+
+func poolAllowsExplicitly(reqs []karpv1.NodePoolRequirement, ct string) bool {
+	for _, r := range reqs {
+		if r.Key == labelCapacityType && r.Operator == corev1.NodeSelectorOpIn && slices.Contains(r.Values, ct) {
+			return true
+		}
+	}
+	return false
+}
+
+// zoneFilter is the zone mask a requirement on the zone label allows.
+func (s *solver) zoneFilter(r *req) uint32 {
+	var m uint32
+	for i, z := range s.zones {
+		if r.matches(z, true) {
+			m |= 1 << i
+		}
+	}
+	return m
+}
+
+func ctFilter(r *req) uint8 {
+	var m uint8
+	for i, n := range ctNames {
+		if r.matches(n, true) {
+			m |= 1 << i
+		}
+	}
+	return m
+}
+
+func describeReq(r *req) string {
+	switch r.op {
+	case corev1.NodeSelectorOpExists, corev1.NodeSelectorOpDoesNotExist:
+		return fmt.Sprintf("%s %s", r.key, r.op)
+	}
+	return fmt.Sprintf("%s %s [%s]", r.key, r.op, strings.Join(r.values, ","))
+}
+
+// daemon is a DaemonSet's pod as the engine sees it.
+type daemon struct {
+	name string
+	req  catalog.Resources
+	// terms are the OR-ed node selector terms (each already combined with the nodeSelector).
+	terms [][]req
+	tols  []corev1.Toleration
+}
+
+func (s *solver) daemonsFor(p *poolState) []*daemon {
+	if s.daemons == nil {
+		for _, ds := range s.in.DaemonSets {
+			if ds == nil {
+				continue
+			}
+			pod := &corev1.Pod{Spec: ds.Spec.Template.Spec}
+			r, _ := PodRequests(pod)
+			d := &daemon{name: ds.Namespace + "/" + ds.Name, req: r, tols: ds.Spec.Template.Spec.Tolerations}
+			d.terms = nodeTerms(&ds.Spec.Template.Spec)
+			s.daemons = append(s.daemons, d)
+		}
+		if s.daemons == nil {
+			s.daemons = []*daemon{}
+		}
+	}
+	var out []*daemon
+	for _, d := range s.daemons {
+		ok := true
+		for _, t := range p.taints {
+			if !tolerates(d.tols, t.Key, t.Value, t.Effect) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// compatibleWith reports whether the daemonset would run on a node of the pool and type: one of
+// its node selector terms is satisfiable.
+func (d *daemon) compatibleWith(p *poolState, it *catalog.InstanceType) bool {
+	for _, term := range d.terms {
+		ok := true
+		for i := range term {
+			r := &term[i]
+			switch {
+			case r.key == labelZone || r.key == labelCapacityType || r.key == labelHostname || r.key == labelRegion:
+				// Satisfiable by some offering or node: count the daemonset (conservative).
+			case p.fixed[r.key] != "" || hasKey(p.fixed, r.key):
+				ok = r.matches(p.fixed[r.key], true)
+			case p.custom[r.key] != nil:
+				ok = p.custom[r.key].clone().narrow(r)
+			default:
+				v, has := it.Labels[r.key]
+				ok = r.matches(v, has)
+			}
+			if !ok {
+				break
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+func hasKey(m map[string]string, k string) bool { _, ok := m[k]; return ok }
+
+// nodeTerms returns the pod's node requirements as OR-ed terms, each combined with nodeSelector.
+func nodeTerms(spec *corev1.PodSpec) [][]req {
+	var base []req
+	keys := make([]string, 0, len(spec.NodeSelector))
+	for k := range spec.NodeSelector {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		base = append(base, newReq(k, corev1.NodeSelectorOpIn, []string{spec.NodeSelector[k]}))
+	}
+	var terms [][]req
+	if a := spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		for _, t := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			term := slices.Clone(base)
+			for _, e := range t.MatchExpressions {
+				term = append(term, newReq(e.Key, e.Operator, e.Values))
+			}
+			terms = append(terms, term)
+		}
+	}
+	if len(terms) == 0 {
+		terms = [][]req{base}
+	}
+	return terms
+}
+
+// PoolType is an instance type as a pool may launch it.
+type PoolType struct {
+	// Type has its offerings narrowed to the zones and capacity types the pool allows.
+	Type catalog.InstanceType
+	// DaemonSetOverhead is what the daemonsets that would run on such a node request.
+	DaemonSetOverhead catalog.Resources
+	// PricePerHour is the cheapest allowed offering.
+	PricePerHour float64
+}
+
+// PoolTypes returns the instance types pool i of the input may launch (its requirements
+// applied), cheapest first. It is what the engine itself works with, for callers that compute
+// cost bounds or reports.
+func PoolTypes(in *Input, i int) []PoolType {
+	s := &solver{in: in, sigs: map[string]*nodeSig{}, counterIdx: map[string]int32{}, labelSetMatch: map[string][]int32{}}
+	s.buildPools()
+	if i < 0 || i >= len(s.pools) {
+		return nil
+	}
+	p := s.pools[i]
+	out := make([]PoolType, 0, len(p.types))
+	for j := range p.types {
+		t := &p.types[j]
+		it := *t.it
+		it.Offerings = nil
+		for _, o := range t.it.Offerings {
+			z, ok := s.zoneIdx[o.Zone]
+			ct := ctIndex(o.CapacityType)
+			if o.Available && ok && ct >= 0 && t.zoneByCT[ct]&(1<<z) != 0 {
+				it.Offerings = append(it.Offerings, o)
+			}
+		}
+		out = append(out, PoolType{Type: it, DaemonSetOverhead: t.ds, PricePerHour: t.price})
+	}
+	return out
+}

@@ -1,0 +1,233 @@
+package scheduling
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// nodeSig is a set of node requirements plus tolerations: what a pod (at one relaxation level)
+// asks of a node. Pods of many classes share one signature.
+type nodeSig struct {
+	id   int
+	reqs []req
+	tols []corev1.Toleration
+	// compat holds the evaluation against each pool, computed on first use.
+	compat []*sigCompat
+	// onBin caches the evaluation against existing bins: 0 unknown, 1 yes, 2 no.
+	onBin []uint8
+	// zones are the zones a pod with this signature could land in (pools and existing nodes).
+	zones      uint32
+	zonesKnown bool
+}
+
+// sigCompat is a signature evaluated against a pool.
+type sigCompat struct {
+	ok     bool
+	reason string
+	// types are the pool's instance types (indexes into poolState.types) the signature allows
+	// and that have an offering in zoneMask × ctMask.
+	types    bitset
+	all      bool // types == every type of the pool
+	zoneMask uint32
+	ctMask   uint8
+	custom   map[string]*domain
+}
+
+func (s *solver) sigFor(reqs []req, tols []corev1.Toleration) *nodeSig {
+	var b strings.Builder
+	for i := range reqs {
+		r := &reqs[i]
+		b.WriteString(r.key)
+		b.WriteByte(0)
+		b.WriteString(string(r.op))
+		for _, v := range r.values {
+			b.WriteByte(1)
+			b.WriteString(v)
+		}
+		b.WriteByte(2)
+	}
+	b.WriteByte(3)
+	for i := range tols {
+		t := &tols[i]
+		fmt.Fprintf(&b, "%s\x00%s\x00%s\x00%s\x00", t.Key, t.Operator, t.Value, t.Effect)
+		if t.TolerationSeconds != nil {
+			fmt.Fprint(&b, *t.TolerationSeconds)
+		}
+		b.WriteByte(4)
+	}
+	key := b.String()
+	if sig, ok := s.sigs[key]; ok {
+		return sig
+	}
+	sig := &nodeSig{id: len(s.sigList), reqs: reqs, tols: tols, compat: make([]*sigCompat, len(s.pools))}
+	s.sigs[key] = sig
+	s.sigList = append(s.sigList, sig)
+	return sig
+}
+
+// compatWith evaluates the signature against a pool (cached).
+func (s *solver) compatWith(sig *nodeSig, p *poolState) *sigCompat {
+	if c := sig.compat[p.idx]; c != nil {
+		return c
+	}
+	c := s.evalCompat(sig, p)
+	sig.compat[p.idx] = c
+	return c
+}
+
+func (s *solver) evalCompat(sig *nodeSig, p *poolState) *sigCompat {
+	c := &sigCompat{}
+	if p.invalid != "" {
+		c.reason = p.invalid
+		return c
+	}
+	for _, t := range p.taints {
+		if !tolerates(sig.tols, t.Key, t.Value, t.Effect) {
+			c.reason = fmt.Sprintf("nodepool %q has taint %s=%s:%s, which the pod does not tolerate", p.name, t.Key, t.Value, t.Effect)
+			return c
+		}
+	}
+	c.zoneMask, c.ctMask = p.zoneMask, p.ctMask
+	var typeReqs []req
+	for i := range sig.reqs {
+		r := &sig.reqs[i]
+		switch {
+		case r.key == labelZone:
+			c.zoneMask &= s.zoneFilter(r)
+			if c.zoneMask == 0 {
+				c.reason = fmt.Sprintf("nodepool %q offers no zone satisfying %s", p.name, describeReq(r))
+				return c
+			}
+		case r.key == labelCapacityType:
+			c.ctMask &= ctFilter(r)
+			if c.ctMask == 0 {
+				c.reason = fmt.Sprintf("nodepool %q offers no capacity type satisfying %s", p.name, describeReq(r))
+				return c
+			}
+		case r.key == labelHostname:
+			// A new node's hostname is not known in advance: only "not this host" can hold.
+			if r.op != corev1.NodeSelectorOpNotIn {
+				c.reason = fmt.Sprintf("requirement %s can only be met by an existing node", describeReq(r))
+				return c
+			}
+		case hasKey(p.fixed, r.key):
+			if !r.matches(p.fixed[r.key], true) {
+				c.reason = fmt.Sprintf("nodepool %q sets %s=%s, the pod requires %s", p.name, r.key, p.fixed[r.key], describeReq(r))
+				return c
+			}
+		case p.custom[r.key] != nil:
+			if c.custom == nil {
+				c.custom = map[string]*domain{}
+			}
+			d := c.custom[r.key]
+			if d == nil {
+				d = p.custom[r.key].clone()
+				c.custom[r.key] = d
+			}
+			if !d.narrow(r) {
+				c.reason = fmt.Sprintf("nodepool %q allows no value of %s satisfying %s", p.name, r.key, describeReq(r))
+				return c
+			}
+		case p.typeKeys[r.key] || isTypeKeyCandidate(r.key):
+			typeReqs = append(typeReqs, *r)
+		case r.key == labelRegion && s.in.Region == "":
+			// Unknown region: assume it matches.
+		default:
+			// The pool's nodes will not carry this label.
+			if !r.matches("", false) {
+				c.reason = fmt.Sprintf("label %s is not set by nodepool %q (requirement %s)", r.key, p.name, describeReq(r))
+				return c
+			}
+		}
+	}
+	c.types = newBitset(len(p.types))
+	n := 0
+	var zones uint32
+	for i := range p.types {
+		t := &p.types[i]
+		if !matchLabels(typeReqs, t.it.Labels) || !t.offers(c.zoneMask, c.ctMask) {
+			continue
+		}
+		c.types.set(i)
+		n++
+		for ct := 0; ct < numCT; ct++ {
+			if c.ctMask&(1<<ct) != 0 {
+				zones |= t.zoneByCT[ct] & c.zoneMask
+			}
+		}
+	}
+	if n == 0 {
+		if len(typeReqs) > 0 {
+			parts := make([]string, len(typeReqs))
+			for i := range typeReqs {
+				parts[i] = describeReq(&typeReqs[i])
+			}
+			c.reason = fmt.Sprintf("no instance type of nodepool %q satisfies %s in an allowed zone and capacity type", p.name, strings.Join(parts, ", "))
+		} else {
+			c.reason = fmt.Sprintf("no instance type of nodepool %q is offered in an allowed zone and capacity type", p.name)
+		}
+		return c
+	}
+	c.zoneMask = zones
+	c.all = n == len(p.types)
+	c.ok = true
+	return c
+}
+
+// onBin evaluates the signature against an existing node or in-flight NodeClaim (cached).
+func (s *solver) sigOnBin(sig *nodeSig, b *bin) bool {
+	if int(b.id) >= len(sig.onBin) {
+		n := len(s.bins)
+		if s.existing > n {
+			n = s.existing
+		}
+		grown := make([]uint8, n)
+		copy(grown, sig.onBin)
+		sig.onBin = grown
+	}
+	switch sig.onBin[b.id] {
+	case 1:
+		return true
+	case 2:
+		return false
+	}
+	ok := b.acceptsSig(sig)
+	if ok {
+		sig.onBin[b.id] = 1
+	} else {
+		sig.onBin[b.id] = 2
+	}
+	return ok
+}
+
+// sigZones are the zones a pod with this signature could land in.
+func (s *solver) sigZones(sig *nodeSig) uint32 {
+	if sig.zonesKnown {
+		return sig.zones
+	}
+	var z uint32
+	for _, p := range s.pools {
+		if c := s.compatWith(sig, p); c.ok {
+			z |= c.zoneMask
+		}
+	}
+	for _, b := range s.bins[:s.existing] {
+		if b.zone >= 0 && s.sigOnBin(sig, b) {
+			z |= 1 << b.zone
+		}
+	}
+	sig.zones, sig.zonesKnown = z, true
+	return z
+}
+
+// anyPool reports whether some pool can launch a node for the signature.
+func (s *solver) anyPool(sig *nodeSig) bool {
+	for _, p := range s.pools {
+		if s.compatWith(sig, p).ok {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,488 @@
+package scheduling
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+
+	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	"github.com/karpool/karpool/autoscaler/catalog"
+)
+
+// solver holds the state of one Solve call.
+type solver struct {
+	in      *Input
+	zones   []string
+	zoneIdx map[string]int
+
+	pools     []*poolState
+	poolOrder []*poolState // weight desc, name
+	daemons   []*daemon
+
+	sigs    map[string]*nodeSig
+	sigList []*nodeSig
+
+	bins         []*bin
+	existing     int             // bins[:existing] are existing nodes and in-flight NodeClaims
+	existingPods [][]*corev1.Pod // pods bound to each existing bin
+	newBins      int
+
+	classes   []*class
+	classPods []*corev1.Pod // a representative pod per class
+	podClass  []*class
+
+	counters      []*counter
+	counterIdx    map[string]int32
+	labelSetMatch map[string][]int32
+
+	podBin []int32
+	podSeq []int32
+	seq    int32
+
+	tree binTree // free room per bin, for first-fit
+
+	labelTemplates map[labelsKey]map[string]string
+
+	liveBuf []int32 // scratch for fill
+	// scratch for computeDuals
+	lpCols  [][]float64
+	lpCosts []float64
+	lpFlat  []float64
+}
+
+// Solve computes a scheduling plan. It does no I/O and is deterministic.
+func Solve(in *Input) *Result {
+	s := &solver{
+		in:            in,
+		sigs:          map[string]*nodeSig{},
+		counterIdx:    map[string]int32{},
+		labelSetMatch: map[string][]int32{},
+	}
+	s.podBin = make([]int32, len(in.Pods))
+	s.podSeq = make([]int32, len(in.Pods))
+	for i := range s.podBin {
+		s.podBin[i] = -1
+	}
+	s.buildPools()
+	s.buildExisting()
+	s.buildClasses()
+	s.prepareTopology()
+
+	// Constrained classes first: highest priority, then the targets of pod affinity, then the
+	// largest; free classes are packed afterwards, for cost.
+	var constrained, free []*class
+	for _, c := range s.classes {
+		c.size = classSize(&c.req)
+		if c.free {
+			free = append(free, c)
+		} else {
+			constrained = append(constrained, c)
+		}
+	}
+	sort.SliceStable(constrained, func(i, j int) bool {
+		a, b := constrained[i], constrained[j]
+		if a.priority != b.priority {
+			return a.priority > b.priority
+		}
+		if a.affTarget != b.affTarget {
+			return a.affTarget
+		}
+		return largerFirst(a, b)
+	})
+	for _, c := range constrained {
+		s.placeClass(c)
+	}
+	// Shrink the NodeClaims opened so far to what they hold: the room left on their cheapest
+	// fitting type is free for the pods that follow.
+	s.shrink()
+	s.packFree(free)
+
+	// Shrink every new NodeClaim to the cheapest type that fits it, then give the pods that
+	// found no room another chance (the smaller nodes free pool limits, and a cheaper type may
+	// have room where the target had none).
+	all := append(constrained, free...)
+	s.retryRounds(all, 4)
+	s.improve()
+	s.retryRounds(all, 8)
+	return s.result()
+}
+
+// retryRounds shrinks the new NodeClaims and retries the classes with pods left, while that
+// makes progress; it always ends with the NodeClaims shrunk.
+func (s *solver) retryRounds(all []*class, rounds int) {
+	for round := 0; ; round++ {
+		s.shrink()
+		if round == rounds {
+			return
+		}
+		retry := false
+		for _, c := range all {
+			if c.remaining() > 0 && c.unknownRes == "" {
+				retry = true
+			}
+		}
+		if !retry {
+			return
+		}
+		s.settleZones()
+		progress := false
+		for _, c := range all {
+			if c.remaining() > 0 && c.unknownRes == "" {
+				before := c.placed
+				c.v = 0
+				s.placeClass(c)
+				progress = progress || c.placed > before
+			}
+		}
+		if !progress {
+			return
+		}
+	}
+}
+
+func classSize(r *catalog.Resources) float64 {
+	return float64(r[catalog.CPU])/1000 + float64(r[catalog.Memory])/(4<<30) +
+		float64(r[catalog.NvidiaGPU]+r[catalog.AMDGPU]+r[catalog.Neuron]+r[catalog.HabanaGaudi])*8
+}
+
+// largerFirst orders classes by cpu, then memory, then the rest, then id.
+func largerFirst(a, b *class) bool {
+	if a.req[catalog.CPU] != b.req[catalog.CPU] {
+		return a.req[catalog.CPU] > b.req[catalog.CPU]
+	}
+	if a.req[catalog.Memory] != b.req[catalog.Memory] {
+		return a.req[catalog.Memory] > b.req[catalog.Memory]
+	}
+	for r := range a.req {
+		if a.req[r] != b.req[r] {
+			return a.req[r] > b.req[r]
+		}
+	}
+	return a.id < b.id
+}
+
+// settleZones decides the zone of every new NodeClaim holding pods that are counted per zone
+// but were placed while the zone was open.
+func (s *solver) settleZones() {
+	for _, b := range s.bins[s.existing:] {
+		if b.dead || len(b.uncounted) == 0 || b.zone >= 0 {
+			continue
+		}
+		if z := s.zoneFor(b, b.zoneMask); z >= 0 {
+			s.narrowZone(b, z)
+		}
+	}
+}
+
+// result assembles the Result.
+func (s *solver) result() *Result {
+	res := &Result{}
+	maxTypes := s.in.Options.MaxInstanceTypes
+	if maxTypes <= 0 {
+		maxTypes = 60
+	}
+	claimOf := make([]int, len(s.bins))
+	perPool := map[string]int{}
+	for i := range claimOf {
+		claimOf[i] = -1
+	}
+	for _, b := range s.bins[s.existing:] {
+		if b.dead || len(b.pods) == 0 {
+			continue
+		}
+		p := s.pools[b.pool]
+		perPool[p.name]++
+		nc := s.finalizeBin(b, maxTypes)
+		nc.Name = fmt.Sprintf("%s-%05d", p.name, perPool[p.name])
+		nc.Labels[labelHostname] = nc.Name
+		claimOf[b.id] = len(res.NodeClaims)
+		res.NodeClaims = append(res.NodeClaims, nc)
+	}
+	// Bindings in placement order (sequence numbers are unique; unbound ones are dropped).
+	bySeq := make([]int32, s.seq)
+	for i := range bySeq {
+		bySeq[i] = -1
+	}
+	for i, b := range s.podBin {
+		if b >= 0 {
+			bySeq[s.podSeq[i]] = int32(i)
+		}
+	}
+	order := bySeq[:0]
+	for _, pi := range bySeq {
+		if pi >= 0 {
+			order = append(order, pi)
+		}
+	}
+	res.Bindings = make([]Binding, len(order))
+	for i, pi := range order {
+		b := s.bins[s.podBin[pi]]
+		bd := Binding{Pod: s.in.Pods[pi], NodeClaim: claimOf[b.id], Node: b.name}
+		if bd.NodeClaim >= 0 {
+			nc := &res.NodeClaims[bd.NodeClaim]
+			bd.Node = nc.Name
+			nc.Pods = append(nc.Pods, s.in.Pods[pi])
+		}
+		res.Bindings[i] = bd
+	}
+	for _, c := range s.classes {
+		reason := c.reason
+		if reason == "" {
+			reason = "no node can take the pod"
+		}
+		for _, pi := range c.pods[c.placed:] {
+			res.Unschedulable = append(res.Unschedulable, Unschedulable{Pod: s.in.Pods[pi], Reason: reason})
+		}
+	}
+	sort.SliceStable(res.Unschedulable, func(i, j int) bool {
+		a, b := res.Unschedulable[i].Pod, res.Unschedulable[j].Pod
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
+	return res
+}
+
+// finalizeBin turns a new bin into a NodeClaim: every allowed instance type that fits, cheapest
+// first; in a pool with limits only types that keep the pool within them.
+func (s *solver) finalizeBin(b *bin, maxTypes int) NodeClaim {
+	p := s.pools[b.pool]
+	nc := NodeClaim{Pool: p.name, PodRequests: b.used}
+	limited := false
+	var allowed catalog.Resources
+	for r := range p.limited {
+		if p.limited[r] {
+			limited = true
+			allowed[r] = p.limits[r] - (p.usage[r] - p.types[b.target].it.Capacity[r])
+		}
+	}
+	prices, order := p.sorted(s, b.zoneMask, b.ctMask)
+	var opts []opt
+	// The target (the cheapest type that fits, see shrink) leads among equal prices.
+	if t := int(b.target); b.types.has(t) && fits(&b.used, &p.types[t].usable) && !math.IsInf(prices[t], 1) {
+		opts = append(opts, opt{t, prices[t]})
+	}
+	for _, i := range order {
+		if len(opts) == maxTypes {
+			break
+		}
+		t := &p.types[i]
+		if i == int(b.target) || !b.types.has(i) || math.IsInf(prices[i], 1) || !fits(&b.used, &t.usable) {
+			continue
+		}
+		if limited {
+			ok := true
+			for r := range p.limited {
+				if p.limited[r] && t.it.Capacity[r] > allowed[r] {
+					ok = false
+				}
+			}
+			// With minValues, types pricier than the target are listed even beyond the limits
+			// (the target, the cheapest option, is within them); see minValuesOK.
+			if !ok && (len(p.minValues) == 0 || prices[i] < prices[b.target]) {
+				continue
+			}
+		}
+		opts = append(opts, opt{i, prices[i]})
+	}
+	if len(b.sides) > 0 {
+		// The cheapest option must stay on the side its pods were counted on (bin.sides),
+		// unless dropping the cheaper other-side types would break minValues.
+		kept := make([]opt, 0, len(opts))
+		for _, o := range opts {
+			if o.price >= prices[b.target] || b.sideOK(o.t) {
+				kept = append(kept, o)
+			}
+		}
+		ok := true
+		for _, mv := range p.minValues {
+			if s.distinct(p, kept, mv.key) < mv.min {
+				ok = false
+			}
+		}
+		if ok {
+			opts = kept
+		}
+	}
+	sort.SliceStable(opts, func(i, j int) bool {
+		if opts[i].price != opts[j].price {
+			return opts[i].price < opts[j].price
+		}
+		if (opts[i].t == int(b.target)) != (opts[j].t == int(b.target)) {
+			return opts[i].t == int(b.target)
+		}
+		return p.types[opts[i].t].it.Name < p.types[opts[j].t].it.Name
+	})
+	var zones uint32
+	var cts uint8
+	names := make([]string, 0, len(opts))
+	nc.InstanceTypes = make([]InstanceTypeOption, 0, len(opts))
+	for _, o := range opts {
+		t := &p.types[o.t]
+		offs, z, ct := p.offerings(s, o.t, b.zoneMask, b.ctMask)
+		zones |= z
+		cts |= ct
+		nc.InstanceTypes = append(nc.InstanceTypes, InstanceTypeOption{Type: t.it, PricePerHour: o.price, Offerings: offs})
+		names = append(names, t.it.Name)
+	}
+	for m := zones; m != 0; m &= m - 1 {
+		nc.Zones = append(nc.Zones, s.zones[bits.TrailingZeros32(m)])
+	}
+	for ct := 0; ct < numCT; ct++ {
+		if cts&(1<<ct) != 0 {
+			nc.CapacityTypes = append(nc.CapacityTypes, ctNames[ct])
+		}
+	}
+	sort.Strings(nc.CapacityTypes)
+	nc.Taints = p.np.Spec.Template.Spec.Taints
+	nc.StartupTaints = p.np.Spec.Template.Spec.StartupTaints
+
+	// Labels of the node as the cheapest option: the pool's fixed labels, the type's, zone and
+	// capacity type (a template per pool, type and offering, copied), then pool-defined labels.
+	if len(opts) > 0 {
+		t := &p.types[opts[0].t]
+		nc.DaemonSetRequests = t.ds
+		of := nc.InstanceTypes[0].Offerings[0]
+		zone := of.Zone
+		if b.zone >= 0 {
+			zone = s.zones[b.zone]
+		}
+		key := labelsKey{pool: p.idx, t: opts[0].t, zone: zone, ct: of.CapacityType}
+		tmpl, ok := s.labelTemplates[key]
+		if !ok {
+			tmpl = make(map[string]string, len(p.fixed)+len(t.it.Labels)+2)
+			for k, v := range p.fixed {
+				tmpl[k] = v
+			}
+			for k, v := range t.it.Labels {
+				tmpl[k] = v
+			}
+			tmpl[labelZone] = zone
+			tmpl[labelCapacityType] = of.CapacityType
+			if s.labelTemplates == nil {
+				s.labelTemplates = map[labelsKey]map[string]string{}
+			}
+			s.labelTemplates[key] = tmpl
+		}
+		nc.Labels = make(map[string]string, len(tmpl)+len(b.custom)+1)
+		for k, v := range tmpl {
+			nc.Labels[k] = v
+		}
+	} else {
+		nc.Labels = map[string]string{}
+		for k, v := range p.fixed {
+			nc.Labels[k] = v
+		}
+	}
+	keys := make([]string, 0, len(b.custom))
+	for k := range b.custom {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		d := b.custom[k]
+		if d.finite && len(d.vals) > 0 {
+			nc.Labels[k] = d.vals[0]
+		}
+	}
+
+	// Requirements.
+	minOf := func(key string) *int {
+		for _, mv := range p.minValues {
+			if mv.key == key {
+				v := mv.min
+				return &v
+			}
+		}
+		return nil
+	}
+	add := func(key string, op corev1.NodeSelectorOperator, vals []string) {
+		nc.Requirements = append(nc.Requirements, karpv1.NodeSelectorRequirementWithMinValues{Key: key, Operator: op, Values: vals, MinValues: minOf(key)})
+	}
+	add(labelNodePool, corev1.NodeSelectorOpIn, []string{p.name})
+	add(labelInstanceType, corev1.NodeSelectorOpIn, names)
+	add(labelZone, corev1.NodeSelectorOpIn, slices.Clone(nc.Zones))
+	add(labelCapacityType, corev1.NodeSelectorOpIn, slices.Clone(nc.CapacityTypes))
+	for _, k := range keys {
+		d := b.custom[k]
+		switch {
+		case d.absent:
+			add(k, corev1.NodeSelectorOpDoesNotExist, nil)
+		case d.finite:
+			add(k, corev1.NodeSelectorOpIn, slices.Clone(d.vals))
+		case len(d.excl) > 0:
+			add(k, corev1.NodeSelectorOpNotIn, slices.Clone(d.excl))
+		default:
+			add(k, corev1.NodeSelectorOpExists, nil)
+		}
+	}
+	for _, mv := range p.minValues {
+		if mv.key == labelInstanceType || hasKey(b.customKeys(), mv.key) {
+			continue
+		}
+		seen := map[string]bool{}
+		var vals []string
+		for _, o := range opts {
+			if v, ok := p.types[o.t].it.Labels[mv.key]; ok && !seen[v] {
+				seen[v] = true
+				vals = append(vals, v)
+			}
+		}
+		sort.Strings(vals)
+		add(mv.key, corev1.NodeSelectorOpIn, vals)
+	}
+	return nc
+}
+
+type labelsKey struct {
+	pool, t  int
+	zone, ct string
+}
+
+type opt struct {
+	t     int
+	price float64
+}
+
+func (s *solver) distinct(p *poolState, opts []opt, key string) int {
+	seen := map[string]bool{}
+	for _, o := range opts {
+		if v, ok := p.types[o.t].it.Labels[key]; ok {
+			seen[v] = true
+		}
+	}
+	return len(seen)
+}
+
+func (b *bin) customKeys() map[string]string {
+	out := map[string]string{}
+	for k := range b.custom {
+		out[k] = ""
+	}
+	return out
+}
+
+// binPrice is the price of the cheapest instance type the bin's pods fit in (and its index).
+func (s *solver) binPrice(b *bin) (float64, int) {
+	p := s.pools[b.pool]
+	best, bi := math.Inf(1), -1
+	b.types.each(func(i int) bool {
+		t := &p.types[i]
+		if fits(&b.used, &t.usable) && t.offers(b.zoneMask, b.ctMask) {
+			pr := t.price
+			if b.zone >= 0 || b.zoneMask != p.zoneMask || b.ctMask != p.ctMask {
+				pr = t.priceIn(b.zoneMask, b.ctMask, s.zoneIdx)
+			}
+			if pr < best {
+				best, bi = pr, i
+			}
+		}
+		return true
+	})
+	return best, bi
+}

@@ -1,0 +1,415 @@
+package simulate
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
+)
+
+// maxFileSize caps what simulate reads from one file.
+const maxFileSize = 64 << 20
+
+// doc is one YAML document with where it came from.
+type doc struct {
+	file string
+	line int // first line of the document
+	raw  []byte
+	meta metav1.TypeMeta
+	name string
+}
+
+func (d *doc) where() string { return fmt.Sprintf("%s:%d", d.file, d.line) }
+
+// readDocs splits a YAML file into documents (a kind: List is expanded into its items).
+func readDocs(file string, data []byte) ([]doc, error) {
+	var out []doc
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	line := 1
+	for {
+		raw, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", file, line, err)
+		}
+		start := line + leadingLines(raw)
+		line += bytes.Count(raw, []byte("\n"))
+		if len(bytes.TrimSpace(stripComments(raw))) == 0 {
+			continue
+		}
+		var head struct {
+			metav1.TypeMeta `json:",inline"`
+			Metadata        struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+			Items []map[string]any `json:"items"`
+		}
+		if err := yaml.Unmarshal(raw, &head); err != nil {
+			return nil, fmt.Errorf("%s:%d: not a Kubernetes object: %w", file, start, err)
+		}
+		if head.Kind == "List" || strings.HasSuffix(head.Kind, "List") && len(head.Items) > 0 {
+			for i, item := range head.Items {
+				b, err := yaml.Marshal(item)
+				if err != nil {
+					return nil, fmt.Errorf("%s:%d: item %d: %w", file, start, i, err)
+				}
+				sub, err := readDocs(file, b)
+				if err != nil {
+					return nil, err
+				}
+				for j := range sub {
+					sub[j].line = start
+				}
+				out = append(out, sub...)
+			}
+			continue
+		}
+		out = append(out, doc{file: file, line: start, raw: raw, meta: head.TypeMeta, name: head.Metadata.Name})
+	}
+	return out, nil
+}
+
+// leadingLines counts the blank, comment and separator lines before a document's content.
+func leadingLines(raw []byte) int {
+	n := 0
+	for _, l := range strings.Split(string(raw), "\n") {
+		t := strings.TrimSpace(l)
+		if t == "" || strings.HasPrefix(t, "#") || t == "---" {
+			n++
+			continue
+		}
+		break
+	}
+	return n
+}
+
+func stripComments(raw []byte) []byte {
+	var b bytes.Buffer
+	for _, l := range strings.Split(string(raw), "\n") {
+		if t := strings.TrimSpace(l); strings.HasPrefix(t, "#") || t == "---" {
+			continue
+		}
+		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+	return b.Bytes()
+}
+
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxFileSize {
+		return nil, fmt.Errorf("%s: larger than %d MiB", path, maxFileSize>>20)
+	}
+	return data, nil
+}
+
+// yamlFiles lists the .yaml/.yml files of a path (a file, or a directory walked recursively).
+func yamlFiles(path string) ([]string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() {
+		return []string{path}, nil
+	}
+	var out []string
+	err = filepath.WalkDir(path, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && strings.HasPrefix(d.Name(), ".") && p != path {
+			return filepath.SkipDir
+		}
+		if ext := filepath.Ext(p); !d.IsDir() && (ext == ".yaml" || ext == ".yml") {
+			out = append(out, p)
+		}
+		return nil
+	})
+	sort.Strings(out)
+	if err == nil && len(out) == 0 {
+		err = fmt.Errorf("%s: no .yaml or .yml files", path)
+	}
+	return out, err
+}
+
+// pools reads the NodePools and EC2NodeClasses of a file or directory.
+type poolSet struct {
+	pools   []*karpv1.NodePool
+	classes map[string]*awsv1.EC2NodeClass
+	where   map[string]string // pool name -> file:line
+}
+
+func loadPools(path string) (*poolSet, []string, error) {
+	files, err := yamlFiles(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	ps := &poolSet{classes: map[string]*awsv1.EC2NodeClass{}, where: map[string]string{}}
+	var warnings []string
+	for _, f := range files {
+		data, err := readFile(f)
+		if err != nil {
+			return nil, nil, err
+		}
+		docs, err := readDocs(f, data)
+		if err != nil {
+			return nil, nil, err
+		}
+		for i := range docs {
+			d := &docs[i]
+			switch {
+			case d.meta.Kind == "NodePool" && d.meta.APIVersion == karpv1.GroupVersion.String():
+				np := &karpv1.NodePool{}
+				if err := yaml.UnmarshalStrict(d.raw, np); err != nil {
+					return nil, nil, fmt.Errorf("%s: NodePool %q: %w", d.where(), d.name, err)
+				}
+				if prev, dup := ps.where[np.Name]; dup {
+					return nil, nil, fmt.Errorf("%s: NodePool %q is also defined at %s", d.where(), np.Name, prev)
+				}
+				ps.where[np.Name] = d.where()
+				ps.pools = append(ps.pools, np)
+			case d.meta.Kind == "EC2NodeClass" && d.meta.APIVersion == awsv1.GroupVersion.String():
+				nc := &awsv1.EC2NodeClass{}
+				if err := yaml.UnmarshalStrict(d.raw, nc); err != nil {
+					return nil, nil, fmt.Errorf("%s: EC2NodeClass %q: %w", d.where(), d.name, err)
+				}
+				ps.classes[nc.Name] = nc
+			case d.meta.Kind == "NodePool" || d.meta.Kind == "Provisioner" || d.meta.Kind == "EC2NodeClass" || d.meta.Kind == "AWSNodeTemplate":
+				return nil, nil, fmt.Errorf("%s: %s %q is %s; simulate reads karpenter.sh/v1 NodePools and karpenter.k8s.aws/v1 EC2NodeClasses: convert it with 'karpool migrate' first", d.where(), d.meta.Kind, d.name, d.meta.APIVersion)
+			default:
+				// Pool directories often hold other manifests too: skip them quietly.
+			}
+		}
+	}
+	if len(ps.pools) == 0 {
+		return nil, nil, fmt.Errorf("%s: no karpenter.sh/v1 NodePool found", path)
+	}
+	sort.SliceStable(ps.pools, func(i, j int) bool { return ps.pools[i].Name < ps.pools[j].Name })
+	return ps, warnings, nil
+}
+
+// workloadFile is what a workload file adds to the simulation.
+type workloadFile struct {
+	pods       []*corev1.Pod
+	daemonSets []*appsv1.DaemonSet
+}
+
+func loadWorkload(path string) (*workloadFile, []string, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if strings.EqualFold(filepath.Ext(path), ".csv") {
+		w, err := loadCSV(path, data)
+		return w, nil, err
+	}
+	docs, err := readDocs(path, data)
+	if err != nil {
+		return nil, nil, err
+	}
+	w := &workloadFile{}
+	var warnings []string
+	for i := range docs {
+		d := &docs[i]
+		switch d.meta.Kind {
+		case "Pod":
+			p := &corev1.Pod{}
+			if err := yaml.Unmarshal(d.raw, p); err != nil {
+				return nil, nil, fmt.Errorf("%s: Pod %q: %w", d.where(), d.name, err)
+			}
+			if p.Spec.NodeName != "" {
+				warnings = append(warnings, fmt.Sprintf("%s: Pod %q is bound to node %s; simulated as pending", d.where(), p.Name, p.Spec.NodeName))
+				p.Spec.NodeName = ""
+			}
+			defaultNamespace(&p.ObjectMeta)
+			w.pods = append(w.pods, p)
+		case "Deployment", "ReplicaSet", "StatefulSet":
+			var replicas *int32
+			var tmpl corev1.PodTemplateSpec
+			var meta metav1.ObjectMeta
+			switch d.meta.Kind {
+			case "Deployment":
+				o := &appsv1.Deployment{}
+				if err := yaml.Unmarshal(d.raw, o); err != nil {
+					return nil, nil, fmt.Errorf("%s: Deployment %q: %w", d.where(), d.name, err)
+				}
+				replicas, tmpl, meta = o.Spec.Replicas, o.Spec.Template, o.ObjectMeta
+			case "ReplicaSet":
+				o := &appsv1.ReplicaSet{}
+				if err := yaml.Unmarshal(d.raw, o); err != nil {
+					return nil, nil, fmt.Errorf("%s: ReplicaSet %q: %w", d.where(), d.name, err)
+				}
+				replicas, tmpl, meta = o.Spec.Replicas, o.Spec.Template, o.ObjectMeta
+			default:
+				o := &appsv1.StatefulSet{}
+				if err := yaml.Unmarshal(d.raw, o); err != nil {
+					return nil, nil, fmt.Errorf("%s: StatefulSet %q: %w", d.where(), d.name, err)
+				}
+				replicas, tmpl, meta = o.Spec.Replicas, o.Spec.Template, o.ObjectMeta
+			}
+			n := int32(1)
+			if replicas != nil {
+				n = *replicas
+			}
+			defaultNamespace(&meta)
+			for i := int32(0); i < n; i++ {
+				p := &corev1.Pod{ObjectMeta: *tmpl.ObjectMeta.DeepCopy(), Spec: *tmpl.Spec.DeepCopy()}
+				p.Name = fmt.Sprintf("%s-%d", meta.Name, i)
+				p.Namespace = meta.Namespace
+				w.pods = append(w.pods, p)
+			}
+		case "DaemonSet":
+			o := &appsv1.DaemonSet{}
+			if err := yaml.Unmarshal(d.raw, o); err != nil {
+				return nil, nil, fmt.Errorf("%s: DaemonSet %q: %w", d.where(), d.name, err)
+			}
+			defaultNamespace(&o.ObjectMeta)
+			w.daemonSets = append(w.daemonSets, o)
+		default:
+			warnings = append(warnings, fmt.Sprintf("%s: %s %q ignored (simulate reads Pods, Deployments, ReplicaSets, StatefulSets and DaemonSets)", d.where(), d.meta.Kind, d.name))
+		}
+	}
+	return w, warnings, nil
+}
+
+func defaultNamespace(m *metav1.ObjectMeta) {
+	if m.Namespace == "" {
+		m.Namespace = "default"
+	}
+}
+
+// CSVColumns documents the workload CSV format.
+const CSVColumns = `A workload CSV has a header row and one row per Deployment-like shape. Columns:
+  name       (required) pods are named <name>-<i>, labelled app=<name>
+  replicas   (required) number of pods
+  cpu        (required) cpu request per pod, a Kubernetes quantity (250m, 2)
+  memory     (required) memory request per pod (512Mi, 4Gi)
+  namespace  (optional) default "default"
+  ephemeral-storage, nvidia.com/gpu, aws.amazon.com/neuron, amd.com/gpu (optional) requests
+  node-selector (optional) key=value pairs separated by ';'
+  labels     (optional) extra pod labels, key=value pairs separated by ';'
+Unknown columns are an error. Lines starting with # are comments.`
+
+func loadCSV(path string, data []byte) (*workloadFile, error) {
+	r := csv.NewReader(bytes.NewReader(data))
+	r.Comment = '#'
+	r.TrimLeadingSpace = true
+	rows, err := r.ReadAll()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("%s: empty CSV; expected a header row (name,replicas,cpu,memory,...)", path)
+	}
+	col := map[string]int{}
+	known := map[string]bool{"name": true, "replicas": true, "cpu": true, "memory": true, "namespace": true, "ephemeral-storage": true,
+		"nvidia.com/gpu": true, "aws.amazon.com/neuron": true, "amd.com/gpu": true, "node-selector": true, "labels": true}
+	for i, h := range rows[0] {
+		h = strings.ToLower(strings.TrimSpace(h))
+		if !known[h] {
+			return nil, fmt.Errorf("%s:1: unknown column %q\n%s", path, h, CSVColumns)
+		}
+		col[h] = i
+	}
+	for _, req := range []string{"name", "replicas", "cpu", "memory"} {
+		if _, ok := col[req]; !ok {
+			return nil, fmt.Errorf("%s:1: missing column %q\n%s", path, req, CSVColumns)
+		}
+	}
+	get := func(row []string, c string) string {
+		if i, ok := col[c]; ok && i < len(row) {
+			return strings.TrimSpace(row[i])
+		}
+		return ""
+	}
+	w := &workloadFile{}
+	for n, row := range rows[1:] {
+		line := n + 2
+		name := get(row, "name")
+		if name == "" {
+			return nil, fmt.Errorf("%s:%d: empty name", path, line)
+		}
+		replicas, err := strconv.Atoi(get(row, "replicas"))
+		if err != nil || replicas < 0 {
+			return nil, fmt.Errorf("%s:%d: replicas %q is not a non-negative integer", path, line, get(row, "replicas"))
+		}
+		req := corev1.ResourceList{}
+		for _, r := range []string{"cpu", "memory", "ephemeral-storage", "nvidia.com/gpu", "aws.amazon.com/neuron", "amd.com/gpu"} {
+			v := get(row, r)
+			if v == "" {
+				continue
+			}
+			q, err := resource.ParseQuantity(v)
+			if err != nil {
+				return nil, fmt.Errorf("%s:%d: %s %q: %v", path, line, r, v, err)
+			}
+			req[corev1.ResourceName(r)] = q
+		}
+		labels := map[string]string{"app": name}
+		if err := parsePairs(get(row, "labels"), labels); err != nil {
+			return nil, fmt.Errorf("%s:%d: labels: %v", path, line, err)
+		}
+		var sel map[string]string
+		if v := get(row, "node-selector"); v != "" {
+			sel = map[string]string{}
+			if err := parsePairs(v, sel); err != nil {
+				return nil, fmt.Errorf("%s:%d: node-selector: %v", path, line, err)
+			}
+		}
+		ns := get(row, "namespace")
+		if ns == "" {
+			ns = "default"
+		}
+		for i := 0; i < replicas; i++ {
+			w.pods = append(w.pods, &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", name, i), Namespace: ns, Labels: labels},
+				Spec: corev1.PodSpec{NodeSelector: sel, Containers: []corev1.Container{{
+					Name: name, Resources: corev1.ResourceRequirements{Requests: req},
+				}}},
+			})
+		}
+	}
+	return w, nil
+}
+
+func parsePairs(s string, into map[string]string) error {
+	for _, kv := range strings.Split(s, ";") {
+		kv = strings.TrimSpace(kv)
+		if kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return fmt.Errorf("%q is not key=value", kv)
+		}
+		into[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return nil
+}

@@ -1,0 +1,437 @@
+// Package simulate runs the scheduling engine on NodePools from files and a workload (Kubernetes
+// YAML, a CSV of shapes, or a generated profile) against the embedded EC2 catalog, and reports
+// the NodeClaims it would launch, their cost, the cost lower bound and what cannot be scheduled.
+// It is what `karpool simulate` prints; the JSON form is a stable contract for CI.
+package simulate
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	"github.com/karpool/karpool/autoscaler/catalog"
+	"github.com/karpool/karpool/autoscaler/costbound"
+	"github.com/karpool/karpool/autoscaler/scheduling"
+	"github.com/karpool/karpool/autoscaler/scheduling/workload"
+)
+
+// HoursPerMonth is the month the $/month figures use.
+const HoursPerMonth = 730
+
+// Profiles are the workloads --generate knows.
+var Profiles = []string{"karpenter-bench", "lognormal"}
+
+// Options say what to simulate.
+type Options struct {
+	// PoolsPath is a file or directory with karpenter.sh/v1 NodePools (and the
+	// karpenter.k8s.aws/v1 EC2NodeClasses they reference).
+	PoolsPath string
+	// WorkloadPath is a Kubernetes YAML file or a CSV of shapes (see CSVColumns).
+	WorkloadPath string
+	// Generate is PROFILE:N, e.g. lognormal:10000.
+	Generate string
+	// Region selects the catalog; default us-east-1.
+	Region string
+}
+
+// Report is the simulation's outcome. Its JSON encoding (the exported fields) is the contract.
+type Report struct {
+	NodeClaims        []NodeClaim     `json:"nodeClaims"`
+	Placements        []Placement     `json:"placements"`
+	Unschedulable     []Unschedulable `json:"unschedulable"`
+	TotalPerHour      float64         `json:"totalPerHour"`
+	LowerBoundPerHour float64         `json:"lowerBoundPerHour"`
+	SolveSeconds      float64         `json:"solveSeconds"`
+
+	region   string
+	pods     int
+	pools    []poolReport
+	warnings []string
+}
+
+// NodeClaim is one new node.
+type NodeClaim struct {
+	Pool          string   `json:"pool"`
+	InstanceType  string   `json:"instanceType"`
+	InstanceTypes []string `json:"instanceTypes"`
+	CapacityType  string   `json:"capacityType"`
+	Zone          string   `json:"zone"`
+	PricePerHour  float64  `json:"pricePerHour"`
+	Pods          []string `json:"pods"`
+}
+
+// Placement is a pod placed on an existing node.
+type Placement struct {
+	Pod  string `json:"pod"`
+	Node string `json:"node"`
+}
+
+// Unschedulable is a pod that fits nowhere.
+type Unschedulable struct {
+	Pod    string `json:"pod"`
+	Reason string `json:"reason"`
+}
+
+type poolReport struct {
+	name               string
+	groups             []nodeGroup
+	nodes              int
+	perHour, bound     float64
+	boundErr           string
+	reqCPU, reqMem     int64 // pods
+	dsCPU, dsMem       int64 // daemonsets
+	allocCPU, allocMem int64
+	pods               int
+}
+
+type nodeGroup struct {
+	instanceType, capacityType, zone string
+	count                            int
+	perHour                          float64
+}
+
+// Warnings are the documents and objects that were skipped or adjusted.
+func (r *Report) Warnings() []string { return r.warnings }
+
+// Run loads the inputs, solves and builds the report.
+func Run(opts Options) (*Report, error) {
+	region := opts.Region
+	if region == "" {
+		region = "us-east-1"
+	}
+	if opts.WorkloadPath == "" && opts.Generate == "" {
+		return nil, fmt.Errorf("no workload: give --workload FILE and/or --generate PROFILE:N")
+	}
+	cat, err := catalog.Load(region)
+	if err != nil {
+		return nil, fmt.Errorf("region %q: %w (embedded catalogs: %s)", region, err, strings.Join(catalog.Regions(), ", "))
+	}
+	ps, warnings, err := loadPools(opts.PoolsPath)
+	if err != nil {
+		return nil, err
+	}
+	in := &scheduling.Input{Region: region}
+	for _, np := range ps.pools {
+		nco := catalog.NodeClassOptions{}
+		if ref := np.Spec.Template.Spec.NodeClassRef; ref != nil && ref.Name != "" {
+			if nc, ok := ps.classes[ref.Name]; ok {
+				nco, err = catalog.NodeClassOptionsFor(&nc.Spec)
+				if err != nil {
+					return nil, fmt.Errorf("%s: EC2NodeClass %q: %w", ps.where[np.Name], ref.Name, err)
+				}
+			} else {
+				warnings = append(warnings, fmt.Sprintf("%s: NodePool %q references EC2NodeClass %q, which is not among the pool files; default AL2023 settings assumed", ps.where[np.Name], np.Name, ref.Name))
+			}
+		}
+		in.Pools = append(in.Pools, scheduling.Pool{NodePool: np, InstanceTypes: cat.InstanceTypes(nco)})
+	}
+	if opts.WorkloadPath != "" {
+		w, ws, err := loadWorkload(opts.WorkloadPath)
+		if err != nil {
+			return nil, err
+		}
+		warnings = append(warnings, ws...)
+		in.Pods = append(in.Pods, w.pods...)
+		in.DaemonSets = append(in.DaemonSets, w.daemonSets...)
+	}
+	if opts.Generate != "" {
+		pods, err := Generate(opts.Generate)
+		if err != nil {
+			return nil, err
+		}
+		in.Pods = append(in.Pods, pods...)
+	}
+	if len(in.Pods) == 0 {
+		warnings = append(warnings, "the workload has no pods")
+	}
+	start := time.Now()
+	res := scheduling.Solve(in)
+	solve := time.Since(start)
+	rep := build(in, res, region)
+	rep.SolveSeconds = solve.Seconds()
+	rep.warnings = warnings
+	return rep, nil
+}
+
+// Generate makes the pods of a profile: "karpenter-bench:N" (Karpenter's scheduling benchmark
+// mix) or "lognormal:N" (Deployments with Zipf replica counts, lognormal cpu with median 250m,
+// memory about 3 GiB per vCPU).
+func Generate(spec string) ([]*corev1.Pod, error) {
+	name, count, ok := strings.Cut(spec, ":")
+	n, err := strconv.Atoi(count)
+	if !ok || err != nil || n < 0 {
+		return nil, fmt.Errorf("--generate %q: want PROFILE:N with N a pod count (profiles: %s)", spec, strings.Join(Profiles, ", "))
+	}
+	switch name {
+	case "karpenter-bench":
+		return workload.KarpenterMix(n), nil
+	case "lognormal":
+		return workload.Lognormal(n), nil
+	}
+	return nil, fmt.Errorf("--generate %q: unknown profile %q (profiles: %s)", spec, name, strings.Join(Profiles, ", "))
+}
+
+func podName(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
+
+// build turns a result into a report (everything but the solve time).
+func build(in *scheduling.Input, res *scheduling.Result, region string) *Report {
+	rep := &Report{NodeClaims: []NodeClaim{}, Placements: []Placement{}, Unschedulable: []Unschedulable{}, region: region, pods: len(in.Pods)}
+	byPool := map[string]*poolReport{}
+	for i := range in.Pools {
+		name := in.Pools[i].NodePool.Name
+		pr := &poolReport{name: name}
+		byPool[name] = pr
+		rep.pools = append(rep.pools, *pr)
+	}
+	rep.pools = rep.pools[:0]
+	poolPods := map[string][]*corev1.Pod{}
+	for i := range res.NodeClaims {
+		nc := &res.NodeClaims[i]
+		it, o := nc.Cheapest()
+		out := NodeClaim{Pool: nc.Pool, InstanceType: it.Name, CapacityType: o.CapacityType, Zone: nc.Labels[corev1.LabelTopologyZone],
+			PricePerHour: nc.PricePerHour(), Pods: make([]string, 0, len(nc.Pods)), InstanceTypes: make([]string, 0, len(nc.InstanceTypes))}
+		for _, opt := range nc.InstanceTypes {
+			out.InstanceTypes = append(out.InstanceTypes, opt.Type.Name)
+		}
+		for _, p := range nc.Pods {
+			out.Pods = append(out.Pods, podName(p))
+		}
+		rep.NodeClaims = append(rep.NodeClaims, out)
+		rep.TotalPerHour += out.PricePerHour
+		pr := byPool[nc.Pool]
+		pr.nodes++
+		pr.pods += len(nc.Pods)
+		pr.perHour += out.PricePerHour
+		pr.reqCPU += nc.PodRequests[catalog.CPU]
+		pr.reqMem += nc.PodRequests[catalog.Memory]
+		pr.dsCPU += nc.DaemonSetRequests[catalog.CPU]
+		pr.dsMem += nc.DaemonSetRequests[catalog.Memory]
+		pr.allocCPU += it.Allocatable[catalog.CPU]
+		pr.allocMem += it.Allocatable[catalog.Memory]
+		found := false
+		for gi := range pr.groups {
+			g := &pr.groups[gi]
+			if g.instanceType == out.InstanceType && g.capacityType == out.CapacityType && g.zone == out.Zone {
+				g.count++
+				g.perHour += out.PricePerHour
+				found = true
+			}
+		}
+		if !found {
+			pr.groups = append(pr.groups, nodeGroup{out.InstanceType, out.CapacityType, out.Zone, 1, out.PricePerHour})
+		}
+		poolPods[nc.Pool] = append(poolPods[nc.Pool], nc.Pods...)
+	}
+	for _, b := range res.Placements() {
+		rep.Placements = append(rep.Placements, Placement{Pod: podName(b.Pod), Node: b.Node})
+	}
+	for _, u := range res.Unschedulable {
+		rep.Unschedulable = append(rep.Unschedulable, Unschedulable{Pod: podName(u.Pod), Reason: u.Reason})
+	}
+	for i := range in.Pools {
+		pr := byPool[in.Pools[i].NodePool.Name]
+		if len(poolPods[pr.name]) > 0 {
+			b, err := poolBound(in, i, poolPods[pr.name])
+			if err != nil {
+				pr.boundErr = err.Error()
+			} else {
+				pr.bound = b
+				rep.LowerBoundPerHour += b
+			}
+		}
+		sort.SliceStable(pr.groups, func(a, b int) bool {
+			if pr.groups[a].perHour != pr.groups[b].perHour {
+				return pr.groups[a].perHour > pr.groups[b].perHour
+			}
+			return pr.groups[a].instanceType < pr.groups[b].instanceType
+		})
+		rep.pools = append(rep.pools, *pr)
+	}
+	return rep
+}
+
+// poolBound is the cost lower bound of the pods a pool's new NodeClaims hold (DESIGN.md
+// section 7): burstable, HPC and bare-metal types only count when the pool allows nothing else.
+func poolBound(in *scheduling.Input, i int, pods []*corev1.Pod) (float64, error) {
+	pts := scheduling.PoolTypes(in, i)
+	groups := map[catalog.Resources]int{}
+	var order []catalog.Resources
+	for _, p := range pods {
+		r, _ := scheduling.PodRequests(p)
+		if groups[r] == 0 {
+			order = append(order, r)
+		}
+		groups[r]++
+	}
+	var podGroups []costbound.PodGroup
+	for _, r := range order {
+		podGroups = append(podGroups, costbound.PodGroup{Requests: r, Count: groups[r]})
+	}
+	limits := poolLimits(in.Pools[i].NodePool)
+	for _, e := range []costbound.Eligibility{{}, {AllowBurstable: true, AllowHPC: true, AllowMetal: true}} {
+		var types []costbound.Type
+		for _, pt := range pts {
+			if !costbound.Eligible(&pt.Type, e) {
+				continue
+			}
+			t := costbound.Type{Name: pt.Type.Name, Price: pt.PricePerHour, Capacity: pt.Type.Capacity}
+			for r := range t.Allocatable {
+				t.Allocatable[r] = pt.Type.Allocatable[r] - pt.DaemonSetOverhead[r]
+			}
+			types = append(types, t)
+		}
+		res, err := costbound.Bound(costbound.Problem{Types: types, Pods: podGroups, Limits: limits})
+		if err == nil && len(res.Unfit) == 0 {
+			return res.LowerBound, nil
+		}
+		if e.AllowBurstable {
+			if err != nil {
+				return 0, err
+			}
+			return res.LowerBound, nil
+		}
+	}
+	return 0, fmt.Errorf("no bound")
+}
+
+func poolLimits(np *karpv1.NodePool) *costbound.Limits {
+	if len(np.Spec.Limits) == 0 {
+		return nil
+	}
+	l := &costbound.Limits{Resources: map[catalog.Resource]int64{}}
+	for name, q := range np.Spec.Limits {
+		if name == "nodes" {
+			v := q.Value()
+			l.Nodes = &v
+			continue
+		}
+		for r := catalog.Resource(0); r < catalog.NumResources; r++ {
+			if string(name) == catalog.ResourceNames[r] {
+				if r == catalog.CPU {
+					l.Resources[r] = q.MilliValue()
+				} else {
+					l.Resources[r] = q.Value()
+				}
+			}
+		}
+	}
+	return l
+}
+
+// WriteJSON writes the JSON contract.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteText writes the human-readable report.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Simulated %d pods on %d NodePool(s) in %s; solved in %s.\n", r.pods, len(r.pools), r.region, formatSeconds(r.SolveSeconds))
+	for _, p := range r.pools {
+		fmt.Fprintf(&b, "\nNodePool %s: ", p.name)
+		if p.nodes == 0 {
+			fmt.Fprintf(&b, "no new nodes\n")
+			continue
+		}
+		fmt.Fprintf(&b, "%d new node(s) for %d pod(s), %s/h (%s/month)\n", p.nodes, p.pods, money(p.perHour), monthly(p.perHour))
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		for _, g := range p.groups {
+			fmt.Fprintf(tw, "  %d ×\t%s\t%s\t%s\t%s/h\n", g.count, g.instanceType, g.capacityType, g.zone, money(g.perHour))
+		}
+		tw.Flush()
+		fmt.Fprintf(&b, "  cpu:    %s requested + %s daemonsets of %s allocatable (%s)\n",
+			cores(p.reqCPU), cores(p.dsCPU), cores(p.allocCPU), percent(p.reqCPU+p.dsCPU, p.allocCPU))
+		fmt.Fprintf(&b, "  memory: %s requested + %s daemonsets of %s allocatable (%s)\n",
+			gib(p.reqMem), gib(p.dsMem), gib(p.allocMem), percent(p.reqMem+p.dsMem, p.allocMem))
+		if p.boundErr != "" {
+			fmt.Fprintf(&b, "  lower bound: not available (%s)\n", p.boundErr)
+		} else if p.bound > 0 {
+			fmt.Fprintf(&b, "  lower bound %s/h; cost/bound %.3f\n", money(p.bound), p.perHour/p.bound)
+		}
+	}
+	if len(r.Placements) > 0 {
+		fmt.Fprintf(&b, "\nPods placed on existing nodes: %d\n", len(r.Placements))
+	}
+	fmt.Fprintf(&b, "\nUnschedulable pods: %d\n", len(r.Unschedulable))
+	reasons := map[string][]string{}
+	var order []string
+	for _, u := range r.Unschedulable {
+		if _, ok := reasons[u.Reason]; !ok {
+			order = append(order, u.Reason)
+		}
+		reasons[u.Reason] = append(reasons[u.Reason], u.Pod)
+	}
+	for _, reason := range order {
+		pods := reasons[reason]
+		shown := pods
+		if len(shown) > 5 {
+			shown = shown[:5]
+		}
+		more := ""
+		if len(pods) > len(shown) {
+			more = fmt.Sprintf(" and %d more", len(pods)-len(shown))
+		}
+		fmt.Fprintf(&b, "  %s%s: %s\n", strings.Join(shown, ", "), more, reason)
+	}
+	fmt.Fprintf(&b, "\nTotal: %s/h (%s/month) for %d new node(s)", money(r.TotalPerHour), monthly(r.TotalPerHour), len(r.NodeClaims))
+	if r.LowerBoundPerHour > 0 {
+		fmt.Fprintf(&b, "; lower bound %s/h, cost/bound %.3f", money(r.LowerBoundPerHour), r.TotalPerHour/r.LowerBoundPerHour)
+	}
+	b.WriteString(".\nPrices: embedded catalog (on-demand list prices; spot prices are a stale snapshot); requests-based.\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func monthly(perHour float64) string { return fmt.Sprintf("$%.2f", perHour*HoursPerMonth) }
+
+func money(v float64) string {
+	if v >= 10 {
+		return fmt.Sprintf("$%.2f", v)
+	}
+	return fmt.Sprintf("$%.4f", v)
+}
+
+// cores renders millicores: "1930m" below 10 cores, "976.3" above.
+func cores(m int64) string {
+	if m < 10000 {
+		return scheduling.FormatQuantity(catalog.CPU, m)
+	}
+	return strconv.FormatFloat(float64(m)/1000, 'f', 1, 64)
+}
+
+func percent(a, b int64) string {
+	if b <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100*float64(a)/float64(b))
+}
+
+func gib(v int64) string {
+	g := float64(v) / (1 << 30)
+	if g == math.Trunc(g) {
+		return fmt.Sprintf("%.0fGi", g)
+	}
+	return fmt.Sprintf("%.1fGi", g)
+}
+
+func formatSeconds(s float64) string {
+	d := time.Duration(s * float64(time.Second))
+	switch {
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < time.Second:
+		return d.Round(10 * time.Microsecond).String()
+	}
+	return d.Round(time.Millisecond).String()
+}

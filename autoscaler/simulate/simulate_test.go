@@ -1,0 +1,224 @@
+package simulate
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const workshopPool = `apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: default
+spec:
+  template:
+    metadata:
+      labels:
+        type: karpenter
+    spec:
+      requirements:
+        - key: node.kubernetes.io/instance-type
+          operator: In
+          values: ["c5.large", "m5.large", "r5.large", "m5.xlarge"]
+        - key: karpenter.sh/capacity-type
+          operator: In
+          values: ["on-demand"]
+      nodeClassRef:
+        group: karpenter.k8s.aws
+        kind: EC2NodeClass
+        name: default
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata:
+  name: default
+spec:
+  amiSelectorTerms:
+    - alias: al2023@latest
+  role: KarpenterNodeRole-demo
+  subnetSelectorTerms:
+    - tags:
+        karpenter.sh/discovery: demo
+  securityGroupSelectorTerms:
+    - tags:
+        karpenter.sh/discovery: demo
+`
+
+const inflate = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: inflate
+  namespace: other
+spec:
+  replicas: 5
+  selector:
+    matchLabels:
+      app: inflate
+  template:
+    metadata:
+      labels:
+        app: inflate
+    spec:
+      nodeSelector:
+        type: karpenter
+      containers:
+        - name: inflate
+          image: public.ecr.aws/eks-distro/kubernetes/pause:3.2
+          resources:
+            requests:
+              memory: 1Gi
+`
+
+func write(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestWorkshopFromFiles(t *testing.T) {
+	dir := t.TempDir()
+	pools := write(t, dir, "pool.yaml", workshopPool)
+	wl := write(t, dir, "inflate.yaml", inflate)
+	rep, err := Run(Options{PoolsPath: pools, WorkloadPath: wl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.NodeClaims) != 1 || rep.NodeClaims[0].InstanceType != "m5.large" || rep.NodeClaims[0].CapacityType != "on-demand" {
+		t.Fatalf("nodeclaims %+v, want one m5.large on-demand", rep.NodeClaims)
+	}
+	if len(rep.NodeClaims[0].Pods) != 5 || rep.NodeClaims[0].Pods[0] != "other/inflate-0" {
+		t.Errorf("pods %v", rep.NodeClaims[0].Pods)
+	}
+	if rep.TotalPerHour != 0.096 || rep.LowerBoundPerHour <= 0 || rep.LowerBoundPerHour > rep.TotalPerHour {
+		t.Errorf("total %v, bound %v", rep.TotalPerHour, rep.LowerBoundPerHour)
+	}
+	var text bytes.Buffer
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"1 ×  m5.large  on-demand", "$0.0960/h ($70.08/month)", "memory: 5Gi requested", "lower bound", "Unschedulable pods: 0"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, text.String())
+		}
+	}
+}
+
+// The JSON form is a contract: exactly these fields, arrays never null.
+func TestJSONContract(t *testing.T) {
+	dir := t.TempDir()
+	rep, err := Run(Options{PoolsPath: write(t, dir, "pool.yaml", workshopPool), Generate: "lognormal:50"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := rep.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(buf.Bytes(), &top); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := keys(top), []string{"lowerBoundPerHour", "nodeClaims", "placements", "solveSeconds", "totalPerHour", "unschedulable"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("top-level fields %v, want %v", got, want)
+	}
+	for _, k := range []string{"nodeClaims", "placements", "unschedulable"} {
+		if string(top[k]) == "null" {
+			t.Errorf("%s is null, want an array", k)
+		}
+	}
+	var ncs []map[string]json.RawMessage
+	if err := json.Unmarshal(top["nodeClaims"], &ncs); err != nil || len(ncs) == 0 {
+		t.Fatalf("nodeClaims: %v %s", err, top["nodeClaims"])
+	}
+	if got, want := keys(ncs[0]), []string{"capacityType", "instanceType", "instanceTypes", "pods", "pool", "pricePerHour", "zone"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("nodeClaim fields %v, want %v", got, want)
+	}
+	var unsched []map[string]json.RawMessage
+	if err := json.Unmarshal(top["unschedulable"], &unsched); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range unsched {
+		if got := keys(u); !reflect.DeepEqual(got, []string{"pod", "reason"}) {
+			t.Errorf("unschedulable fields %v", got)
+		}
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestCSVWorkload(t *testing.T) {
+	dir := t.TempDir()
+	csvFile := write(t, dir, "shapes.csv", "# shapes\nname,replicas,cpu,memory,namespace,node-selector\nweb,3,500m,1Gi,shop,type=karpenter\nbatch,2,1,2Gi,,type=karpenter\n")
+	rep, err := Run(Options{PoolsPath: write(t, dir, "pool.yaml", workshopPool), WorkloadPath: csvFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pods []string
+	for _, nc := range rep.NodeClaims {
+		pods = append(pods, nc.Pods...)
+	}
+	sort.Strings(pods)
+	want := []string{"default/batch-0", "default/batch-1", "shop/web-0", "shop/web-1", "shop/web-2"}
+	if !reflect.DeepEqual(pods, want) || len(rep.Unschedulable) != 0 {
+		t.Errorf("pods %v (unschedulable %v), want %v", pods, rep.Unschedulable, want)
+	}
+}
+
+func TestInputErrors(t *testing.T) {
+	dir := t.TempDir()
+	pool := write(t, dir, "pool.yaml", workshopPool)
+	legacy := write(t, dir, "legacy.yaml", "apiVersion: karpenter.sh/v1beta1\nkind: NodePool\nmetadata:\n  name: old\nspec: {}\n")
+	for _, tc := range []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"legacy pool", Options{PoolsPath: legacy, Generate: "lognormal:1"}, "legacy.yaml:1: NodePool \"old\" is karpenter.sh/v1beta1"},
+		{"no pools", Options{PoolsPath: write(t, dir, "empty.yaml", "# nothing\n"), Generate: "lognormal:1"}, "no karpenter.sh/v1 NodePool"},
+		{"bad csv column", Options{PoolsPath: pool, WorkloadPath: write(t, dir, "bad.csv", "name,replicas,cpu,memory,colour\nx,1,1,1Gi,red\n")}, "bad.csv:1: unknown column \"colour\""},
+		{"bad csv quantity", Options{PoolsPath: pool, WorkloadPath: write(t, dir, "q.csv", "name,replicas,cpu,memory\nx,1,lots,1Gi\n")}, "q.csv:2: cpu \"lots\""},
+		{"bad profile", Options{PoolsPath: pool, Generate: "poisson:10"}, "unknown profile \"poisson\""},
+		{"bad count", Options{PoolsPath: pool, Generate: "lognormal"}, "want PROFILE:N"},
+		{"bad region", Options{PoolsPath: pool, Generate: "lognormal:1", Region: "mars-1"}, "region \"mars-1\""},
+		{"strict pool", Options{PoolsPath: write(t, dir, "typo.yaml", strings.Replace(workshopPool, "requirements:", "requirement:", 1)), Generate: "lognormal:1"}, "typo.yaml:1: NodePool \"default\""},
+	} {
+		_, err := Run(tc.opts)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestDeterministicJSON(t *testing.T) {
+	dir := t.TempDir()
+	pool := write(t, dir, "pool.yaml", strings.Replace(workshopPool, `values: ["c5.large", "m5.large", "r5.large", "m5.xlarge"]`, `values: ["c5.large", "m5.large", "r5.large", "m5.xlarge", "c5.xlarge", "m5.2xlarge"]`, 1))
+	var outs []string
+	for i := 0; i < 3; i++ {
+		rep, err := Run(Options{PoolsPath: pool, Generate: "karpenter-bench:300"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep.SolveSeconds = 0
+		var buf bytes.Buffer
+		rep.WriteJSON(&buf)
+		outs = append(outs, buf.String())
+	}
+	if outs[0] != outs[1] || outs[1] != outs[2] {
+		t.Error("the JSON output differs between identical runs")
+	}
+}
