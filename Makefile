@@ -11,7 +11,7 @@ export KARPOOL_BIN_DIR := $(BIN)
 TEST_P ?= 1
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build generate verify-generate tools test test-unit lint bench clean
+.PHONY: all build generate verify-generate tools test test-unit fuzz lint bench clean
 
 all: build
 
@@ -35,9 +35,24 @@ verify-generate: generate
 	@git diff --exit-code -- api config || { echo "generated files are stale: run make generate and commit"; exit 1; }
 	@untracked=$$(git ls-files --others --exclude-standard -- api config); if [ -n "$$untracked" ]; then echo "untracked generated files: $$untracked"; exit 1; fi
 
-## test: every test, unit and end-to-end, on the real local control plane
+## test: every test, unit and end-to-end, on the real local control plane, then brief fuzzing
 test: tools verify-generate lint
 	$(GO) test -count=1 -p $(TEST_P) -timeout $(TEST_TIMEOUT) ./...
+	$(MAKE) fuzz
+
+# Fuzz targets as package:Target. `go test ./...` already replays each seed corpus; this explores.
+FUZZ_TARGETS := ./schema/vet:FuzzVet ./internal/migrate:FuzzMigrate \
+	./internal/awssim:FuzzEC2Query ./internal/awssim:FuzzJSONRequest \
+	./internal/awssim:FuzzUserData ./internal/awssim:FuzzEventPattern
+FUZZTIME ?= 10s
+
+## fuzz: each fuzz target for FUZZTIME (default 10s)
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$name in $$pkg for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	done
 
 ## test-unit: the tests that need no tools (e2e ones skip with a message)
 test-unit:

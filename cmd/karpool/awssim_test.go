@@ -48,18 +48,21 @@ func TestAWSSimServesUntilCancelled(t *testing.T) {
 
 	endpoint := regexp.MustCompile(`endpoint (http://127\.0\.0\.1:\d+)`)
 	var url string
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && url == ""; time.Sleep(20 * time.Millisecond) {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(30 * time.Second)
+	for url == "" {
 		if m := endpoint.FindStringSubmatch(out.String()); m != nil {
 			url = m[1]
+			break
 		}
 		select {
 		case err := <-done:
 			t.Fatalf("awssim exited early: %v\n%s%s", err, out.String(), errOut.String())
-		default:
+		case <-deadline:
+			t.Fatalf("no endpoint printed within 30s:\n%s", out.String())
+		case <-tick.C:
 		}
-	}
-	if url == "" {
-		t.Fatalf("no endpoint printed:\n%s", out.String())
 	}
 	for _, want := range []string{"export AWS_ENDPOINT_URL=" + url, "export AWS_ACCESS_KEY_ID=", "export AWS_REGION=us-east-1"} {
 		if !bytes.Contains([]byte(out.String()), []byte(want)) {

@@ -40,7 +40,10 @@ and runs a bundled autoscaling core that launches the cheapest EC2 capacity that
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newVersionCommand())
+	root.AddCommand(newMigrateCommand())
+	root.AddCommand(newVetCommand())
 	root.AddCommand(newAWSSimCommand())
+	root.AddCommand(newReconcileCommand())
 	root.AddCommand(newSimulateCommand())
 	return root
 }

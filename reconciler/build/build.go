@@ -1,0 +1,345 @@
+// Package build turns the files of one path of a repository into Kubernetes objects, each with the
+// file and line it came from.
+//
+// A path holding a kustomization is built with kustomize (krusty) on an in-memory copy of the
+// repository, so nothing outside the repository can be read; remote bases, Helm charts and
+// plugins are refused, panics are recovered, and builds run one at a time because kustomize keeps
+// global state (Flux serialises them for the same reason). Any other path is read as plain YAML,
+// recursively, the way Flux generates a kustomization for such a path. The kustomization files
+// are checked before kustomize runs, so that the common mistakes (a misspelt field, a missing or
+// remote resource, broken YAML) are reported at their file:line:col rather than as kustomize's
+// unlocated message.
+package build
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	yaml "go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	sigsyaml "sigs.k8s.io/yaml"
+)
+
+// Object is one Kubernetes object of the build and where it was written.
+type Object struct {
+	Object *unstructured.Unstructured
+	Source Source
+}
+
+// ID names the object as kind/namespace/name (kind/name when cluster-scoped).
+func (o *Object) ID() string {
+	if ns := o.Object.GetNamespace(); ns != "" {
+		return o.Object.GetKind() + "/" + ns + "/" + o.Object.GetName()
+	}
+	return o.Object.GetKind() + "/" + o.Object.GetName()
+}
+
+// Error is one problem, located in a file of the repository when possible.
+type Error struct {
+	File         string
+	Line, Column int
+	Message      string
+}
+
+func (e *Error) Error() string {
+	switch {
+	case e.File == "":
+		return e.Message
+	case e.Line == 0:
+		return e.File + ": " + e.Message
+	default:
+		return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Column, e.Message)
+	}
+}
+
+// Errors is every problem a build found.
+type Errors []*Error
+
+// MaxShown is how many errors Errors.Error spells out.
+const MaxShown = 5
+
+func (es Errors) Error() string {
+	var parts []string
+	for i, e := range es {
+		if i == MaxShown {
+			parts = append(parts, fmt.Sprintf("and %d more", len(es)-MaxShown))
+			break
+		}
+		parts = append(parts, e.Error())
+	}
+	return strings.Join(parts, "; ")
+}
+
+// KustomizationFiles are the names kustomize accepts, in its order of preference.
+var KustomizationFiles = []string{"kustomization.yaml", "kustomization.yml", "Kustomization"}
+
+// Build builds the objects under dir (slash-separated, relative to the repository root; "" or
+// "." for the root) of a repository's files. The error is Errors when the input is at fault.
+func Build(files map[string][]byte, dir string) ([]*Object, error) {
+	dir, err := cleanDir(dir)
+	if err != nil {
+		return nil, Errors{{Message: err.Error()}}
+	}
+	b := &builder{files: files, docs: map[string][]*yaml.Node{}}
+	if !b.isDir(dir) {
+		if _, ok := files[dir]; ok {
+			return nil, Errors{{File: dir, Message: "spec.path names a file; it must name a directory"}}
+		}
+		return nil, Errors{{File: dir, Message: "spec.path does not exist in the repository at this revision"}}
+	}
+	var objs []*Object
+	var errs Errors
+	if b.kustomization(dir) != "" {
+		objs, errs = b.kustomize(dir)
+	} else {
+		objs, errs = b.plain(dir)
+	}
+	if len(errs) == 0 {
+		errs = append(unnamed(objs), duplicates(objs)...)
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return objs, nil
+}
+
+func cleanDir(dir string) (string, error) {
+	d := path.Clean("/" + strings.TrimSpace(dir))
+	if strings.Contains(dir, "..") {
+		return "", fmt.Errorf("spec.path %q must stay inside the repository (no ..)", dir)
+	}
+	return strings.TrimPrefix(d, "/"), nil
+}
+
+type builder struct {
+	files map[string][]byte
+	docs  map[string][]*yaml.Node // parsed files, by path
+}
+
+func (b *builder) isDir(d string) bool {
+	if d == "" {
+		return len(b.files) > 0
+	}
+	prefix := d + "/"
+	for name := range b.files {
+		if strings.HasPrefix(name, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// kustomization returns the kustomization file of a directory, or "".
+func (b *builder) kustomization(dir string) string {
+	for _, n := range KustomizationFiles {
+		p := path.Join(dir, n)
+		if _, ok := b.files[p]; ok {
+			return p
+		}
+	}
+	return ""
+}
+
+// plain reads every YAML file under dir. A subdirectory with its own kustomization is built with
+// kustomize instead, as Flux does.
+func (b *builder) plain(dir string) ([]*Object, Errors) {
+	var names []string
+	prefix := ""
+	if dir != "" {
+		prefix = dir + "/"
+	}
+	for name := range b.files {
+		if strings.HasPrefix(name, prefix) {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	var objs []*Object
+	var errs Errors
+	built := map[string]bool{}
+	for _, name := range names {
+		rel := strings.TrimPrefix(name, prefix)
+		if hidden(rel) {
+			continue
+		}
+		if sub := b.kustomizedAncestor(dir, name); sub != "" {
+			if !built[sub] {
+				built[sub] = true
+				o, e := b.kustomize(sub)
+				objs, errs = append(objs, o...), append(errs, e...)
+			}
+			continue
+		}
+		if ext := path.Ext(name); ext != ".yaml" && ext != ".yml" {
+			continue
+		}
+		o, e := b.objectsOf(name)
+		objs, errs = append(objs, o...), append(errs, e...)
+	}
+	return objs, errs
+}
+
+// kustomizedAncestor returns the topmost directory strictly below dir, on the way to file, that
+// holds a kustomization.
+func (b *builder) kustomizedAncestor(dir, file string) string {
+	rel := strings.TrimPrefix(file, dir)
+	rel = strings.TrimPrefix(rel, "/")
+	parts := strings.Split(rel, "/")
+	cur := dir
+	for _, p := range parts[:len(parts)-1] {
+		cur = path.Join(cur, p)
+		if b.kustomization(cur) != "" {
+			return cur
+		}
+	}
+	return ""
+}
+
+func hidden(rel string) bool {
+	for _, p := range strings.Split(rel, "/") {
+		if strings.HasPrefix(p, ".") {
+			return true
+		}
+	}
+	return false
+}
+
+// parse splits a file into its YAML documents (root nodes), caching the result.
+func (b *builder) parse(name string) ([]*yaml.Node, *Error) {
+	if d, ok := b.docs[name]; ok {
+		return d, nil
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b.files[name]))
+	var docs []*yaml.Node
+	for {
+		var n yaml.Node
+		err := dec.Decode(&n)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, yamlError(name, err)
+		}
+		if len(n.Content) == 0 || n.Content[0].Kind == yaml.ScalarNode && n.Content[0].Tag == "!!null" {
+			continue
+		}
+		docs = append(docs, n.Content[0])
+	}
+	b.docs[name] = docs
+	return docs, nil
+}
+
+var lineRE = regexp.MustCompile(`line (\d+): `)
+
+// yamlError locates a YAML syntax error, whose text carries only a line.
+func yamlError(file string, err error) *Error {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	msg = strings.TrimPrefix(msg, "unmarshal errors:\n")
+	msg = strings.TrimSpace(msg)
+	e := &Error{File: file, Message: "invalid YAML: " + msg}
+	if m := lineRE.FindStringSubmatchIndex(msg); m != nil {
+		e.Line, _ = strconv.Atoi(msg[m[2]:m[3]])
+		e.Column = 1
+		e.Message = "invalid YAML: " + msg[:m[0]] + msg[m[1]:]
+	}
+	return e
+}
+
+// objectsOf converts the documents of a plain YAML file. Documents that are not Kubernetes
+// objects (neither apiVersion nor kind) are skipped, as Flux skips them.
+func (b *builder) objectsOf(name string) ([]*Object, Errors) {
+	docs, perr := b.parse(name)
+	if perr != nil {
+		return nil, Errors{perr}
+	}
+	var objs []*Object
+	var errs Errors
+	for _, d := range docs {
+		src := Source{File: name, Line: d.Line, Column: d.Column, doc: d}
+		if d.Kind != yaml.MappingNode {
+			continue
+		}
+		apiVersion, kind := scalarField(d, "apiVersion"), scalarField(d, "kind")
+		if apiVersion == "" && kind == "" {
+			continue
+		}
+		if apiVersion == "" || kind == "" {
+			errs = append(errs, &Error{File: name, Line: d.Line, Column: d.Column, Message: "a Kubernetes object needs both apiVersion and kind"})
+			continue
+		}
+		u, err := toUnstructured(d)
+		if err != nil {
+			errs = append(errs, &Error{File: name, Line: d.Line, Column: d.Column, Message: err.Error()})
+			continue
+		}
+		objs = append(objs, &Object{Object: u, Source: src})
+	}
+	return objs, errs
+}
+
+func scalarField(m *yaml.Node, key string) string {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key && m.Content[i+1].Kind == yaml.ScalarNode {
+			return m.Content[i+1].Value
+		}
+	}
+	return ""
+}
+
+func toUnstructured(n *yaml.Node) (*unstructured.Unstructured, error) {
+	data, err := yaml.Marshal(n)
+	if err != nil {
+		return nil, err
+	}
+	js, err := sigsyaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(js); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// unnamed reports objects without a name. YAML 1.1, which Kubernetes' YAML reader follows, reads
+// some unquoted names (y, n, yes, no, on, off) as booleans, which leaves the name empty.
+func unnamed(objs []*Object) Errors {
+	var errs Errors
+	for _, o := range objs {
+		if o.Object.GetName() != "" {
+			continue
+		}
+		line, col := o.Source.Locate("metadata.name")
+		msg := "metadata.name is missing"
+		if _, found, _ := unstructured.NestedFieldNoCopy(o.Object.Object, "metadata", "name"); found {
+			msg = "metadata.name is not a string: quote it (YAML reads y, n, yes, no, on and off as booleans)"
+		}
+		errs = append(errs, &Error{File: o.Source.File, Line: line, Column: col, Message: o.Object.GetKind() + " " + msg})
+	}
+	return errs
+}
+
+// duplicates reports objects defined more than once, which would fight over the same object.
+func duplicates(objs []*Object) Errors {
+	first := map[string]*Object{}
+	var errs Errors
+	for _, o := range objs {
+		gvk := o.Object.GroupVersionKind()
+		key := gvk.Group + "/" + o.ID()
+		if prev, ok := first[key]; ok {
+			errs = append(errs, &Error{File: o.Source.File, Line: o.Source.Line, Column: o.Source.Column,
+				Message: fmt.Sprintf("%s is defined twice; the first definition is at %s", o.ID(), prev.Source)})
+			continue
+		}
+		first[key] = o
+	}
+	return errs
+}

@@ -1,0 +1,103 @@
+package build
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// Source is where an object was written: a file of the repository and the document in it.
+type Source struct {
+	// File is slash-separated and relative to the repository root.
+	File string
+	// Line and Column are where the document's content starts (1-based).
+	Line, Column int
+	// doc is the document's root node, for locating fields; nil when the origin is unknown.
+	doc *yaml.Node
+}
+
+// String is file:line:col.
+func (s Source) String() string {
+	if s.File == "" {
+		return "(unknown file)"
+	}
+	if s.Line == 0 {
+		return s.File
+	}
+	return fmt.Sprintf("%s:%d:%d", s.File, s.Line, s.Column)
+}
+
+// Locate returns the position of a field given Kubernetes-style
+// ("spec.template.spec.requirements[0].operator"). When the field is not in the file, for example
+// because a kustomize patch added it or because it is missing, it returns the position of the
+// deepest enclosing field that is there, and the document's start at worst.
+func (s Source) Locate(fieldPath string) (line, col int) {
+	line, col = s.Line, s.Column
+	n := s.doc
+	if n == nil {
+		return line, col
+	}
+	for _, seg := range splitPath(fieldPath) {
+		var key, val *yaml.Node
+		switch {
+		case n.Kind == yaml.MappingNode && seg.index < 0:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == seg.name {
+					key, val = n.Content[i], n.Content[i+1]
+					break
+				}
+			}
+		case n.Kind == yaml.SequenceNode && seg.index >= 0 && seg.index < len(n.Content):
+			val = n.Content[seg.index]
+		}
+		if val == nil {
+			return line, col
+		}
+		// A scalar is reported where its value is; a map or list where its key is, which is the
+		// line people look at.
+		line, col = val.Line, val.Column
+		if key != nil && val.Kind != yaml.ScalarNode {
+			line, col = key.Line, key.Column
+		}
+		n = val
+	}
+	return line, col
+}
+
+type segment struct {
+	name  string
+	index int // -1 for a map key
+}
+
+// splitPath turns "a.b[2].c" into a, b, [2], c. Keys holding dots are written by the API server
+// in brackets as well ("metadata.labels[karpenter.sh/team]"), which is handled too.
+func splitPath(p string) []segment {
+	p = strings.TrimPrefix(p, ".")
+	var segs []segment
+	for p != "" {
+		switch {
+		case p[0] == '[':
+			end := strings.IndexByte(p, ']')
+			if end < 0 {
+				return segs
+			}
+			inner := p[1:end]
+			if i, err := strconv.Atoi(inner); err == nil {
+				segs = append(segs, segment{index: i})
+			} else {
+				segs = append(segs, segment{name: strings.Trim(inner, `"'`), index: -1})
+			}
+			p = strings.TrimPrefix(p[end+1:], ".")
+		default:
+			end := strings.IndexAny(p, ".[")
+			if end < 0 {
+				end = len(p)
+			}
+			segs = append(segs, segment{name: p[:end], index: -1})
+			p = strings.TrimPrefix(p[end:], ".")
+		}
+	}
+	return segs
+}

@@ -1,0 +1,595 @@
+package vet
+
+import (
+	"fmt"
+	"math/big"
+	"sort"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/karpool/karpool/schema"
+)
+
+// facts is what the cross-document checks need of one document, taken while it is parsed (see
+// inspect): locations for the findings they may report, and the findings that concern it alone.
+type facts struct {
+	errs  bool            // the schema found errors in it
+	local schema.Findings // negative limits and the lints
+	pool  *pool           // for a NodePool
+	class bool            // an EC2NodeClass
+}
+
+// inspect takes the facts of a validated document.
+func inspect(lim schema.Limits) schema.Inspect {
+	return func(d *schema.Document, fs schema.Findings, checked bool) any {
+		if !checked {
+			return nil
+		}
+		f := &facts{class: d.Kind == "EC2NodeClass"}
+		for _, x := range fs {
+			if x.Severity == schema.Error {
+				f.errs = true
+			}
+		}
+		obj, err := d.Object(lim)
+		if err != nil || f.errs {
+			f.errs = true
+			return f
+		}
+		switch d.Kind {
+		case "EC2NodeClass":
+			if x, ok := bootstrapLint(d, obj); ok {
+				f.local = append(f.local, x)
+			}
+		case "NodePool":
+			f.pool = newPool(d, obj)
+			f.local = append(f.local, limitsCheck(d, obj)...)
+			if x, ok := spotSingleTypeLint(d, obj, f.pool); ok {
+				f.local = append(f.local, x)
+			}
+
+			if x, ok := neverWithBudgetsLint(d, obj); ok {
+				f.local = append(f.local, x)
+			}
+		}
+		return f
+	}
+}
+
+// crossChecks are the checks a schema cannot make on one document: references between
+// documents, duplicates, pools that compete for the same pods, negative limits, and the lints.
+// Documents with schema errors take no part (their findings come first), except in the check
+// for duplicate names.
+func crossChecks(u *unit, opts Options) schema.Findings {
+	var fs schema.Findings
+	emit := func(d *doc, f schema.Finding) {
+		if d.relocate != nil {
+			f = d.relocate(f)
+		}
+		fs = append(fs, f)
+	}
+	type key struct{ group, kind, name string }
+	first := map[key]*doc{}
+	classes := map[string]bool{}
+	var pools []*pool
+	for _, d := range u.docs {
+		if d.facts == nil {
+			continue
+		}
+		k := key{d.Group(), d.Kind, d.Name}
+		if prev, ok := first[k]; ok && d.Name != "" {
+			if !d.facts.errs {
+				at := prev.at([]string{"metadata", "name"})
+				emit(d, d.At([]string{"metadata", "name"}, schema.Error, "duplicate",
+					fmt.Sprintf("duplicate %s %q: also defined at %s", d.Kind, d.Name, at.Location()),
+					"rename one of them; the one applied last would silently replace the other"))
+			}
+		} else if d.Name != "" {
+			first[k] = d
+		}
+		if d.facts.errs {
+			continue
+		}
+		for _, f := range d.facts.local {
+			emit(d, f)
+		}
+		if d.facts.class {
+			classes[d.Name] = true
+		}
+		if p := d.facts.pool; p != nil {
+			p.doc = d
+			pools = append(pools, p)
+		}
+	}
+
+	// nodeClassRef: every pool's class must be in the set.
+	var names []string
+	for n := range classes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, p := range pools {
+		if opts.AllowExternalRefs {
+			break
+		}
+		ref := p.ref
+		path := []string{"spec", "template", "spec", "nodeClassRef"}
+		switch {
+		case ref.group != "karpenter.k8s.aws" || ref.kind != "EC2NodeClass":
+			emit(p.doc, p.doc.At(append(path, "kind"), schema.Error, "nodeclassref",
+				fmt.Sprintf("nodeClassRef names a %s of group %s; karpool pools use EC2NodeClasses (group karpenter.k8s.aws)", ref.kind, ref.group),
+				"point it at an EC2NodeClass, or pass --allow-external-refs if that node class is managed elsewhere"))
+		case !classes[ref.name]:
+			hint := "add an EC2NodeClass named " + strconv.Quote(ref.name) + " to the files vetted, or pass --allow-external-refs if it is applied from elsewhere"
+			if len(names) > 0 {
+				hint = fmt.Sprintf("the EC2NodeClasses here are %s; %s", quoteJoin(names), hint)
+			}
+			emit(p.doc, p.doc.At(append(path, "name"), schema.Error, "nodeclassref",
+				fmt.Sprintf("nodeClassRef names EC2NodeClass %q, which is not among the documents vetted", ref.name), hint))
+		}
+	}
+
+	// Pools of equal weight whose requirements overlap compete for the same pods. Each pool is
+	// reported once, with the first earlier pool it overlaps. Candidates come from an index of
+	// the values pools require with In (pools that require different values of a label cannot
+	// overlap), and the comparisons are capped, so that thousands of pools stay fast.
+	byWeight := map[int]*overlapIndex{}
+	budget := maxOverlapComparisons
+	for _, b := range pools {
+		idx := byWeight[b.weight]
+		if idx == nil {
+			idx = &overlapIndex{byValue: map[string]map[string][]*pool{}, without: map[string][]*pool{}}
+			byWeight[b.weight] = idx
+		}
+		for _, a := range idx.candidates(b) {
+			if budget--; budget < 0 {
+				break
+			}
+			if !a.constraints().overlaps(b.constraints()) {
+				continue
+			}
+			w := "unset"
+			if a.weight != 0 {
+				w = strconv.Itoa(a.weight)
+			}
+			at := a.doc.at([]string{"metadata", "name"})
+			emit(b.doc, b.doc.At([]string{"spec", "template", "spec", "requirements"}, schema.Warning, "overlapping-pools",
+				fmt.Sprintf("NodePools %q and %q have the same weight (%s) and overlapping requirements (%s at %s): which one Karpenter launches for a pod both fit is not defined", b.doc.Name, a.doc.Name, w, a.doc.Name, at.Location()),
+				"give the preferred pool a higher spec.weight, or make the requirements exclusive (for example on karpenter.sh/capacity-type)"))
+			break
+		}
+		idx.add(b)
+		b.built = nil // rebuilt when compared again; keeps thousands of pools small
+	}
+	return fs
+}
+
+// overlapIndex finds the pools (of one weight) that may overlap a pool: those that require, for
+// the label on which the pool is most selective, one of the values it requires, or do not
+// require that label to be In a set at all.
+type overlapIndex struct {
+	pools   []*pool
+	byValue map[string]map[string][]*pool // key -> value -> pools requiring it with In
+	without map[string][]*pool            // key -> pools with no In on key
+	keys    map[string]bool               // every key some pool requires with In
+}
+
+func (x *overlapIndex) add(p *pool) {
+	in := p.constraints()
+	for k, c := range in {
+		if c.in == nil {
+			continue
+		}
+		if x.byValue[k] == nil {
+			x.byValue[k] = map[string][]*pool{}
+		}
+		for v := range c.in {
+			x.byValue[k][v] = append(x.byValue[k][v], p)
+		}
+	}
+	if x.keys == nil {
+		x.keys = map[string]bool{}
+	}
+	for k := range x.keys {
+		if c := in[k]; c == nil || c.in == nil {
+			x.without[k] = append(x.without[k], p)
+		}
+	}
+	for k, c := range in {
+		if c.in != nil && !x.keys[k] {
+			// A key seen for the first time: every pool before p lacks it.
+			x.keys[k] = true
+			x.without[k] = append([]*pool(nil), x.pools...)
+		}
+	}
+	x.pools = append(x.pools, p)
+}
+
+func (x *overlapIndex) candidates(p *pool) []*pool {
+	// The label that leaves the fewest candidates.
+	best, bestN := "", -1
+	for k, c := range p.constraints() {
+		if c.in == nil || !x.keys[k] {
+			continue
+		}
+		n := len(x.without[k])
+		for v := range c.in {
+			n += len(x.byValue[k][v])
+		}
+		if bestN < 0 || n < bestN {
+			best, bestN = k, n
+		}
+	}
+	if bestN < 0 {
+		return x.pools
+	}
+	seen := map[*pool]bool{}
+	var out []*pool
+	for v := range p.constraints()[best].in {
+		for _, a := range x.byValue[best][v] {
+			if !seen[a] {
+				seen[a] = true
+				out = append(out, a)
+			}
+		}
+	}
+	out = append(out, x.without[best]...)
+	return out
+}
+
+// maxOverlapComparisons bounds the pairs of pools compared for overlaps in one unit.
+const maxOverlapComparisons = 1_000_000
+
+func quoteJoin(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = strconv.Quote(s)
+	}
+	return strings.Join(q, ", ")
+}
+
+// get returns the value at path in obj.
+func get(obj any, path ...string) (any, bool) {
+	for _, p := range path {
+		m, ok := obj.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if obj, ok = m[p]; !ok {
+			return nil, false
+		}
+	}
+	return obj, true
+}
+
+func getString(obj any, path ...string) string {
+	v, _ := get(obj, path...)
+	s, _ := v.(string)
+	return s
+}
+
+// limitsCheck: a negative limit would stop the pool from ever launching a node. The API server
+// accepts it (a quantity may be negative), so the schema does too.
+func limitsCheck(d *schema.Document, obj any) schema.Findings {
+	v, ok := get(obj, "spec", "limits")
+	if !ok {
+		return nil
+	}
+	m, _ := v.(map[string]any)
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var fs schema.Findings
+	for _, k := range keys {
+		neg := false
+		switch x := m[k].(type) {
+		case int64:
+			neg = x < 0
+		case *big.Int:
+			neg = x.Sign() < 0
+		case string:
+			if q, err := resource.ParseQuantity(x); err == nil {
+				neg = q.Sign() < 0
+			}
+		}
+		if neg {
+			fs = append(fs, d.At([]string{"spec", "limits", k}, schema.Error, "limits",
+				fmt.Sprintf("limit on %s is negative: the pool could never launch a node", k),
+				"use 0 to stop the pool launching nodes, or a positive limit"))
+		}
+	}
+	return fs
+}
+
+// bootstrapLint: /etc/eks/bootstrap.sh is the Amazon Linux 2 way to join a cluster; AL2023 AMIs
+// do not have it (they use nodeadm and a NodeConfig).
+func bootstrapLint(d *schema.Document, obj any) (schema.Finding, bool) {
+	ud := getString(obj, "spec", "userData")
+	if !strings.Contains(ud, "/etc/eks/bootstrap.sh") {
+		return schema.Finding{}, false
+	}
+	al2023 := getString(obj, "spec", "amiFamily") == "AL2023"
+	if terms, ok := get(obj, "spec", "amiSelectorTerms"); ok {
+		for _, t := range asList(terms) {
+			if strings.HasPrefix(getString(t, "alias"), "al2023@") {
+				al2023 = true
+			}
+		}
+	}
+	if !al2023 {
+		return schema.Finding{}, false
+	}
+	return d.At([]string{"spec", "userData"}, schema.Warning, "al2023-bootstrap",
+		"userData runs /etc/eks/bootstrap.sh, which AL2023 AMIs do not have: they join the cluster with nodeadm, and the script would fail",
+		"on AL2023 put settings in a nodeadm NodeConfig (MIME multi-part userData), or use an AL2 AMI (alias al2@latest)"), true
+}
+
+// spotSingleTypeLint: a spot-only pool that allows one instance type draws from one spot capacity
+// pool per zone, which is often short and is interrupted all at once.
+func spotSingleTypeLint(d *schema.Document, obj any, p *pool) (schema.Finding, bool) {
+	ct := p.constraints()["karpenter.sh/capacity-type"]
+	it := p.constraints()["node.kubernetes.io/instance-type"]
+	if ct == nil || ct.in == nil || len(ct.allowed()) != 1 || ct.allowed()[0] != "spot" {
+		return schema.Finding{}, false
+	}
+	if it == nil || it.in == nil || len(it.allowed()) != 1 {
+		return schema.Finding{}, false
+	}
+	path := []string{"spec", "template", "spec", "requirements"}
+	if i := requirementIndex(obj, "node.kubernetes.io/instance-type"); i >= 0 {
+		path = append(path, strconv.Itoa(i), "values")
+	}
+	return d.At(path, schema.Warning, "spot-single-type",
+		fmt.Sprintf("spot-only pool with a single instance type (%s): its spot capacity is often short and is interrupted all at once", it.allowed()[0]),
+		"allow several instance types or families of the same size (for example with karpenter.k8s.aws/instance-category and instance-cpu), or on-demand as a fallback"), true
+}
+
+// neverWithBudgetsLint: with consolidateAfter Never nothing is consolidated, so budgets only
+// matter for drift and expiration; budgets written for consolidation are a sign of a mix-up.
+func neverWithBudgetsLint(d *schema.Document, obj any) (schema.Finding, bool) {
+	if getString(obj, "spec", "disruption", "consolidateAfter") != "Never" {
+		return schema.Finding{}, false
+	}
+	if _, ok := get(obj, "spec", "disruption", "budgets"); !ok {
+		return schema.Finding{}, false
+	}
+	return d.At([]string{"spec", "disruption", "consolidateAfter"}, schema.Warning, "never-with-budgets",
+		"consolidateAfter is Never, so the pool is never consolidated, yet it sets disruption budgets: they only limit drift and expiration here",
+		"drop the budgets, or set consolidateAfter to a duration (e.g. 5m) if consolidation was meant"), true
+}
+
+// requirementIndex returns the index of the (last) requirement on key, or -1.
+func requirementIndex(obj any, key string) int {
+	reqs, _ := get(obj, "spec", "template", "spec", "requirements")
+	idx := -1
+	for i, r := range asList(reqs) {
+		if getString(r, "key") == key {
+			idx = i
+		}
+	}
+	return idx
+}
+
+func asList(v any) []any {
+	l, _ := v.([]any)
+	return l
+}
+
+// pool is what the cross-document checks need of a NodePool, kept small: a run may hold
+// thousands.
+type pool struct {
+	doc    *doc
+	weight int
+	ref    struct{ group, kind, name string }
+	reqs   []rawRequirement
+	built  requirements
+}
+
+type rawRequirement struct {
+	key, op string
+	values  []string
+}
+
+// constraints returns the pool's requirements as constraints per key, built on first use.
+func (p *pool) constraints() requirements {
+	if p.built == nil {
+		p.built = requirements{}
+		for _, r := range p.reqs {
+			p.built.add(r.key, r.op, r.values)
+		}
+	}
+	return p.built
+}
+
+func newPool(d *schema.Document, obj any) *pool {
+	p := &pool{}
+	if w, ok := get(obj, "spec", "weight"); ok {
+		if i, ok := w.(int64); ok {
+			p.weight = int(i)
+		}
+	}
+	p.ref.group = getString(obj, "spec", "template", "spec", "nodeClassRef", "group")
+	p.ref.kind = getString(obj, "spec", "template", "spec", "nodeClassRef", "kind")
+	p.ref.name = getString(obj, "spec", "template", "spec", "nodeClassRef", "name")
+	reqs, _ := get(obj, "spec", "template", "spec", "requirements")
+	for _, r := range asList(reqs) {
+		key := getString(r, "key")
+		var values []string
+		if vs, ok := get(r, "values"); ok {
+			for _, v := range asList(vs) {
+				if s, ok := v.(string); ok {
+					values = append(values, s)
+				}
+			}
+		}
+		p.reqs = append(p.reqs, rawRequirement{key, getString(r, "operator"), values})
+	}
+	return p
+}
+
+// requirements is a pool's requirements, per label key, as the set of values a node may carry.
+type requirements map[string]*constraint
+
+// constraint is what a label may be: present or not, one of a set, none of a set, in a range.
+type constraint struct {
+	mustExist, mustNotExist bool
+	in                      map[string]bool // nil: any value
+	notIn                   map[string]bool
+	lo, hi                  *int64 // exclusive bounds
+}
+
+func (rs requirements) add(key, op string, values []string) {
+	c := rs[key]
+	if c == nil {
+		c = &constraint{}
+		rs[key] = c
+	}
+	c.and(constraintOf(op, values))
+}
+
+func constraintOf(op string, values []string) *constraint {
+	c := &constraint{}
+	set := func() map[string]bool {
+		m := map[string]bool{}
+		for _, v := range values {
+			m[v] = true
+		}
+		return m
+	}
+	num := func() *int64 {
+		if len(values) != 1 {
+			return nil
+		}
+		n, err := strconv.ParseInt(values[0], 10, 64)
+		if err != nil {
+			return nil
+		}
+		return &n
+	}
+	switch op {
+	case "In":
+		c.mustExist, c.in = true, set()
+	case "NotIn":
+		c.notIn = set()
+	case "Exists":
+		c.mustExist = true
+	case "DoesNotExist":
+		c.mustNotExist = true
+	case "Gt":
+		c.mustExist, c.lo = true, num()
+	case "Gte":
+		c.mustExist = true
+		if n := num(); n != nil {
+			m := *n - 1
+			c.lo = &m
+		}
+	case "Lt":
+		c.mustExist, c.hi = true, num()
+	case "Lte":
+		c.mustExist = true
+		if n := num(); n != nil {
+			m := *n + 1
+			c.hi = &m
+		}
+	}
+	return c
+}
+
+// and narrows c by o.
+func (c *constraint) and(o *constraint) {
+	c.mustExist = c.mustExist || o.mustExist
+	c.mustNotExist = c.mustNotExist || o.mustNotExist
+	switch {
+	case c.in == nil && o.in != nil:
+		c.in = map[string]bool{}
+		for v := range o.in {
+			c.in[v] = true
+		}
+	case o.in != nil:
+		for v := range c.in {
+			if !o.in[v] {
+				delete(c.in, v)
+			}
+		}
+	}
+	if o.notIn != nil {
+		if c.notIn == nil {
+			c.notIn = map[string]bool{}
+		}
+		for v := range o.notIn {
+			c.notIn[v] = true
+		}
+	}
+	if o.lo != nil && (c.lo == nil || *o.lo > *c.lo) {
+		c.lo = o.lo
+	}
+	if o.hi != nil && (c.hi == nil || *o.hi < *c.hi) {
+		c.hi = o.hi
+	}
+}
+
+// allowed lists the values of an In constraint that the rest of it lets through.
+func (c *constraint) allowed() []string {
+	var out []string
+	for v := range c.in {
+		if c.ok(v) {
+			out = append(out, v)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (c *constraint) ok(v string) bool {
+	if c.notIn[v] {
+		return false
+	}
+	if c.lo != nil || c.hi != nil {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || c.lo != nil && n <= *c.lo || c.hi != nil && n >= *c.hi {
+			return false
+		}
+	}
+	return true
+}
+
+// satisfiable reports whether some node label (or its absence) meets c.
+func (c *constraint) satisfiable() bool {
+	if c.mustExist && c.mustNotExist {
+		return false
+	}
+	if c.mustNotExist {
+		return true // the label is absent
+	}
+	if c.in != nil {
+		return len(c.allowed()) > 0
+	}
+	if c.lo != nil && c.hi != nil && *c.hi-*c.lo <= 1 {
+		return false
+	}
+	return true
+}
+
+// overlaps reports whether some node could meet both pools' requirements.
+func (rs requirements) overlaps(o requirements) bool {
+	for k, c := range rs {
+		both := &constraint{}
+		both.and(c)
+		if oc := o[k]; oc != nil {
+			both.and(oc)
+		}
+		if !both.satisfiable() {
+			return false
+		}
+	}
+	for k, c := range o {
+		if _, ok := rs[k]; !ok && !c.satisfiable() {
+			return false
+		}
+	}
+	return true
+}
