@@ -9,6 +9,8 @@ import (
 
 	"cuelang.org/go/cue"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/karpool/karpool/internal/suggest"
 )
 
 // Some rules are reported by the schema on the struct holding the field they are about: rules on
@@ -369,7 +371,7 @@ func unknownFieldHint(s *Schema, d *Document, path []string) string {
 	if len(names) == 0 {
 		return "remove it"
 	}
-	if best := closest(bad, names); best != "" {
+	if best := suggest.Closest(bad, names); best != "" {
 		return fmt.Sprintf("did you mean %q?", best)
 	}
 	if len(names) > 12 {
@@ -427,40 +429,6 @@ func fieldNames(v cue.Value, path []string) []string {
 	}
 	slices.Sort(names)
 	return names
-}
-
-// closest returns the name within edit distance 2 of s (or equal ignoring case), if any.
-func closest(s string, names []string) string {
-	best, bestD := "", 3
-	for _, n := range names {
-		if strings.EqualFold(n, s) {
-			return n
-		}
-		if d := editDistance(strings.ToLower(s), strings.ToLower(n)); d < bestD {
-			best, bestD = n, d
-		}
-	}
-	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // ruleHints are the fixes for the CRDs' CEL rules and the schema's own messages, by a part of

@@ -14,6 +14,8 @@ import (
 	"sigs.k8s.io/kustomize/api/resource"
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/karpool/karpool/internal/suggest"
 )
 
 // kustomizeMu serialises kustomize builds: kustomize keeps process-wide state (its OpenAPI schema
@@ -226,7 +228,7 @@ func (b *builder) lint(dir string, seen map[string]bool) Errors {
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		key, val := root.Content[i], root.Content[i+1]
 		if !kustomizationFields[key.Value] {
-			at(key, "unknown field %q in the kustomization%s", key.Value, suggest(key.Value))
+			at(key, "unknown field %q in the kustomization%s", key.Value, didYouMean(key.Value))
 			continue
 		}
 		switch key.Value {
@@ -339,42 +341,16 @@ func seqOf(n *yaml.Node) []*yaml.Node {
 	return n.Content
 }
 
-// suggest names the known field closest to a misspelt one.
-func suggest(field string) string {
-	best, bestD := "", 3
-	var names []string
+// didYouMean names the known field closest to a misspelt one.
+func didYouMean(field string) string {
+	names := make([]string, 0, len(kustomizationFields))
 	for f := range kustomizationFields {
 		names = append(names, f)
 	}
 	sort.Strings(names)
-	for _, f := range names {
-		if d := distance(strings.ToLower(field), strings.ToLower(f)); d < bestD {
-			best, bestD = f, d
-		}
-	}
+	best := suggest.Closest(field, names)
 	if best == "" {
 		return ""
 	}
 	return fmt.Sprintf(" (did you mean %q?)", best)
-}
-
-// distance is the Levenshtein distance.
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
