@@ -212,28 +212,10 @@ func classKey(buf []byte, pod *corev1.Pod, req *catalog.Resources, unknown strin
 			}
 		}
 		if pa := a.PodAffinity; pa != nil {
-			buf = append(buf, 'A')
-			for i := range pa.RequiredDuringSchedulingIgnoredDuringExecution {
-				buf = appendPodTerm(buf, &pa.RequiredDuringSchedulingIgnoredDuringExecution[i])
-			}
-			buf = append(buf, 'a')
-			for i := range pa.PreferredDuringSchedulingIgnoredDuringExecution {
-				w := &pa.PreferredDuringSchedulingIgnoredDuringExecution[i]
-				buf = strconv.AppendInt(buf, int64(w.Weight), 10)
-				buf = appendPodTerm(buf, &w.PodAffinityTerm)
-			}
+			buf = appendPodAffinity(buf, 'A', pa.RequiredDuringSchedulingIgnoredDuringExecution, pa.PreferredDuringSchedulingIgnoredDuringExecution)
 		}
 		if pa := a.PodAntiAffinity; pa != nil {
-			buf = append(buf, 'X')
-			for i := range pa.RequiredDuringSchedulingIgnoredDuringExecution {
-				buf = appendPodTerm(buf, &pa.RequiredDuringSchedulingIgnoredDuringExecution[i])
-			}
-			buf = append(buf, 'x')
-			for i := range pa.PreferredDuringSchedulingIgnoredDuringExecution {
-				w := &pa.PreferredDuringSchedulingIgnoredDuringExecution[i]
-				buf = strconv.AppendInt(buf, int64(w.Weight), 10)
-				buf = appendPodTerm(buf, &w.PodAffinityTerm)
-			}
+			buf = appendPodAffinity(buf, 'X', pa.RequiredDuringSchedulingIgnoredDuringExecution, pa.PreferredDuringSchedulingIgnoredDuringExecution)
 		}
 	}
 	buf = append(buf, 4)
@@ -335,6 +317,21 @@ func appendSelector(buf []byte, sel *metav1.LabelSelector) []byte {
 		buf = append(buf, 1)
 	}
 	return append(buf, 2)
+}
+
+// appendPodAffinity encodes pod affinity or anti-affinity (told apart by tag) into a signature:
+// the required terms, a separator, then each preferred term with its weight.
+func appendPodAffinity(buf []byte, tag byte, required []corev1.PodAffinityTerm, preferred []corev1.WeightedPodAffinityTerm) []byte {
+	buf = append(buf, tag)
+	for i := range required {
+		buf = appendPodTerm(buf, &required[i])
+	}
+	buf = append(buf, tag+('a'-'A'))
+	for i := range preferred {
+		buf = strconv.AppendInt(buf, int64(preferred[i].Weight), 10)
+		buf = appendPodTerm(buf, &preferred[i].PodAffinityTerm)
+	}
+	return buf
 }
 
 func appendPodTerm(buf []byte, t *corev1.PodAffinityTerm) []byte {
