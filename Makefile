@@ -63,9 +63,11 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-## bench: the benchmarks, as BENCHMARKS.md quotes them
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+## bench: every benchmark, then a Markdown table of the results (raw output in bin/bench.txt)
+BENCH_PKGS ?= ./...
+bench: tools
+	$(GO) test -run '^$$' -bench . -benchmem $(BENCH_PKGS) | tee $(BIN)/bench.txt
+	@awk -f hack/benchtable.awk $(BIN)/bench.txt
 
 clean:
 	rm -rf $(BIN)
