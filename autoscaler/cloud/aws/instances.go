@@ -1,0 +1,267 @@
+package aws
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
+	"github.com/karpool/karpool/autoscaler/catalog"
+	"github.com/karpool/karpool/autoscaler/cloud"
+)
+
+// liveStates are the instance states that still cost money or may come back.
+var liveStates = []string{"pending", "running", "stopping", "stopped", "shutting-down"}
+
+// instanceID extracts the instance id from a provider ID aws:///<zone>/<id>.
+func instanceID(providerID string) (string, error) {
+	rest, ok := strings.CutPrefix(providerID, "aws:///")
+	_, id, found := strings.Cut(rest, "/")
+	if !ok || !found || !strings.HasPrefix(id, "i-") {
+		return "", fmt.Errorf("provider id %q is not an AWS provider id (want aws:///<zone>/i-...)", providerID)
+	}
+	return id, nil
+}
+
+func tagMap(tags []ec2types.Tag) map[string]string {
+	m := make(map[string]string, len(tags))
+	for _, t := range tags {
+		m[aws.ToString(t.Key)] = aws.ToString(t.Value)
+	}
+	return m
+}
+
+// describe returns the instance with this id, or an error wrapping cloud.ErrNotFound when it
+// does not exist or has terminated.
+func (p *Provider) describe(ctx context.Context, id string) (*ec2types.Instance, error) {
+	out, err := p.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+	if errorCode(err) == "InvalidInstanceID.NotFound" {
+		return nil, fmt.Errorf("instance %s: %w", id, cloud.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("describing instance %s: %w", id, err)
+	}
+	for _, r := range out.Reservations {
+		for i := range r.Instances {
+			in := &r.Instances[i]
+			if in.State != nil && in.State.Name == ec2types.InstanceStateNameTerminated {
+				return nil, fmt.Errorf("instance %s is terminated: %w", id, cloud.ErrNotFound)
+			}
+			return in, nil
+		}
+	}
+	return nil, fmt.Errorf("instance %s: %w", id, cloud.ErrNotFound)
+}
+
+// nodeClaimOf is the NodeClaim view of an instance: name, pool and class from its tags,
+// launch labels, provider id and the catalog's capacity for the type (default class options).
+func (p *Provider) nodeClaimOf(in *ec2types.Instance) *karpv1.NodeClaim {
+	tags := tagMap(in.Tags)
+	zone := ""
+	if in.Placement != nil {
+		zone = aws.ToString(in.Placement.AvailabilityZone)
+	}
+	ct := catalog.CapacityTypeOnDemand
+	if in.InstanceLifecycle == ec2types.InstanceLifecycleTypeSpot {
+		ct = catalog.CapacityTypeSpot
+	}
+	claim := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: tags[TagNodeClaim], Labels: map[string]string{
+		karpv1.LabelNodePool: tags[karpv1.LabelNodePool], awsv1.LabelNodeClass: tags[awsv1.LabelNodeClass]}}}
+	if in.LaunchTime != nil {
+		claim.CreationTimestamp = metav1.NewTime(*in.LaunchTime)
+	}
+	if it, ok := p.opts.Catalog.InstanceType(string(in.InstanceType), catalog.NodeClassOptions{}); ok {
+		return launched(claim, &it, aws.ToString(in.InstanceId), zone, ct, aws.ToString(in.ImageId))
+	}
+	claim.Labels[labelInstanceType] = string(in.InstanceType)
+	claim.Labels[labelZone] = zone
+	claim.Labels[karpv1.LabelCapacityType] = ct
+	claim.Status.ProviderID = fmt.Sprintf("aws:///%s/%s", zone, aws.ToString(in.InstanceId))
+	claim.Status.ImageID = aws.ToString(in.ImageId)
+	return claim
+}
+
+// Get implements cloud.CloudProvider.
+func (p *Provider) Get(ctx context.Context, providerID string) (*karpv1.NodeClaim, error) {
+	id, err := instanceID(providerID)
+	if err != nil {
+		return nil, err
+	}
+	in, err := p.describe(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return p.nodeClaimOf(in), nil
+}
+
+// instances lists the live instances this cluster launched for NodeClaims.
+func (p *Provider) instances(ctx context.Context) ([]ec2types.Instance, error) {
+	pg := ec2.NewDescribeInstancesPaginator(p.ec2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+		filter("tag:"+tagClusterOwned+p.opts.ClusterName, "owned"),
+		filter("tag-key", TagNodeClaim),
+		filter("instance-state-name", liveStates...),
+	}})
+	var out []ec2types.Instance
+	for pg.HasMorePages() {
+		page, err := pg.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("listing the cluster's instances: %w", err)
+		}
+		for _, r := range page.Reservations {
+			out = append(out, r.Instances...)
+		}
+	}
+	return out, nil
+}
+
+// List implements cloud.CloudProvider.
+func (p *Provider) List(ctx context.Context) ([]*karpv1.NodeClaim, error) {
+	ins, err := p.instances(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*karpv1.NodeClaim, 0, len(ins))
+	for i := range ins {
+		out = append(out, p.nodeClaimOf(&ins[i]))
+	}
+	return out, nil
+}
+
+// Delete implements cloud.CloudProvider.
+func (p *Provider) Delete(ctx context.Context, claim *karpv1.NodeClaim) error {
+	id, err := instanceID(claim.Status.ProviderID)
+	if err != nil {
+		return fmt.Errorf("nodeclaim %s: status.providerID: %w", claim.Name, err)
+	}
+	in, err := p.describe(ctx, id)
+	if err != nil {
+		return fmt.Errorf("nodeclaim %s: %w", claim.Name, err)
+	}
+	if in.State != nil && in.State.Name == ec2types.InstanceStateNameShuttingDown {
+		return nil
+	}
+	return p.terminate(ctx, id)
+}
+
+func (p *Provider) terminate(ctx context.Context, ids ...string) error {
+	_, err := p.ec2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: ids})
+	if errorCode(err) == "InvalidInstanceID.NotFound" {
+		return fmt.Errorf("terminating %s: %w", strings.Join(ids, ", "), cloud.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("terminating %s: %w", strings.Join(ids, ", "), err)
+	}
+	return nil
+}
+
+// IsDrifted implements cloud.CloudProvider: the instance drifted when the class now resolves
+// to another AMI for its architecture, no longer includes its subnet, or selects other
+// security groups.
+func (p *Provider) IsDrifted(ctx context.Context, claim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass) (cloud.DriftReason, error) {
+	id, err := instanceID(claim.Status.ProviderID)
+	if err != nil {
+		return "", fmt.Errorf("nodeclaim %s: status.providerID: %w", claim.Name, err)
+	}
+	in, err := p.describe(ctx, id)
+	if err != nil {
+		return "", fmt.Errorf("nodeclaim %s: %w", claim.Name, err)
+	}
+	if err := p.cluster(ctx); err != nil {
+		return "", err
+	}
+	images, err := p.images(ctx, nc, p.clusterFacts().KubernetesVersion)
+	if err != nil {
+		return "", err
+	}
+	if !slices.ContainsFunc(images, func(im image) bool { return im.ID == aws.ToString(in.ImageId) }) {
+		return cloud.DriftAMI, nil
+	}
+	subnets, err := p.subnets(ctx, nc)
+	if err != nil {
+		return "", err
+	}
+	if !slices.ContainsFunc(subnets, func(s subnet) bool { return s.ID == aws.ToString(in.SubnetId) }) {
+		return cloud.DriftSubnet, nil
+	}
+	sgs, err := p.securityGroups(ctx, nc)
+	if err != nil {
+		return "", err
+	}
+	var want, have []string
+	for _, g := range sgs {
+		want = append(want, g.ID)
+	}
+	for _, g := range in.SecurityGroups {
+		have = append(have, aws.ToString(g.GroupId))
+	}
+	slices.Sort(have)
+	if !slices.Equal(want, have) {
+		return cloud.DriftSecurityGroup, nil
+	}
+	return "", nil
+}
+
+// LeakGracePeriod is how long an instance may exist without a NodeClaim before the garbage
+// collector terminates it: long enough for a launch to record its provider id.
+const LeakGracePeriod = 30 * time.Second
+
+// Instance is what the garbage collector needs to know about an instance.
+type Instance struct {
+	ID         string
+	LaunchTime time.Time
+}
+
+// Leaked returns, sorted, the ids of the instances that no NodeClaim owns (ownedIDs holds the
+// instance ids of the NodeClaims' status.providerID) and that were launched more than
+// LeakGracePeriod before now. The grace period covers the moment between CreateFleet
+// returning and the NodeClaim's status recording the provider id.
+func Leaked(instances []Instance, ownedIDs map[string]bool, now time.Time) []string {
+	var out []string
+	for _, in := range instances {
+		if ownedIDs[in.ID] || now.Sub(in.LaunchTime) <= LeakGracePeriod {
+			continue
+		}
+		out = append(out, in.ID)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// GarbageCollect terminates the cluster's instances that no NodeClaim in claims owns and that
+// are older than LeakGracePeriod at now, and returns their ids. claims must be every NodeClaim
+// of the cluster (a partial list would terminate the instances of the missing ones).
+func (p *Provider) GarbageCollect(ctx context.Context, claims []karpv1.NodeClaim, now time.Time) ([]string, error) {
+	owned := map[string]bool{}
+	for _, c := range claims {
+		if id, err := instanceID(c.Status.ProviderID); err == nil {
+			owned[id] = true
+		}
+	}
+	ins, err := p.instances(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var candidates []Instance
+	for _, in := range ins {
+		if in.State != nil && in.State.Name == ec2types.InstanceStateNameShuttingDown {
+			continue
+		}
+		candidates = append(candidates, Instance{ID: aws.ToString(in.InstanceId), LaunchTime: aws.ToTime(in.LaunchTime)})
+	}
+	leaked := Leaked(candidates, owned, now)
+	if len(leaked) == 0 {
+		return nil, nil
+	}
+	if err := p.terminate(ctx, leaked...); err != nil {
+		return nil, fmt.Errorf("garbage collecting leaked instances: %w", err)
+	}
+	return leaked, nil
+}

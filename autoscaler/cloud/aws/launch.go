@@ -1,0 +1,558 @@
+package aws
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/smithy-go"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
+	"github.com/karpool/karpool/autoscaler/catalog"
+	"github.com/karpool/karpool/autoscaler/cloud"
+)
+
+// Tag keys karpool puts on what it launches.
+const (
+	TagNodeClaim    = "karpenter.sh/nodeclaim"
+	TagEKSCluster   = "eks:eks-cluster-name"
+	TagCluster      = "karpenter.k8s.aws/cluster"
+	tagName         = "Name"
+	tagClusterOwned = "kubernetes.io/cluster/"
+)
+
+// maxOverrides bounds a fleet request; like Karpenter's 60 instance types, it keeps requests
+// small while leaving plenty of fallbacks.
+const maxOverrides = 60
+
+// capacityErrors are the CreateFleet error codes that mean "this pool has no capacity now".
+var capacityErrors = map[string]bool{
+	"InsufficientInstanceCapacity":      true,
+	"InsufficientFreeAddressesInSubnet": true,
+	"MaxSpotInstanceCountExceeded":      true,
+	"UnfulfillableCapacity":             true,
+	"Unsupported":                       true,
+	"SpotMaxPriceTooLow":                true,
+}
+
+// errorCode is the AWS error code of err, "" if it is not an API error.
+func errorCode(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode()
+	}
+	return ""
+}
+
+// resolved is an EC2NodeClass with its selectors resolved.
+type resolved struct {
+	subnets []subnet
+	sgs     []securityGroup
+	images  []image
+	opts    catalog.NodeClassOptions
+	profile string
+}
+
+// resolveTTL is how long a resolved EC2NodeClass is reused by launches. Subnets, security
+// groups and AMIs change rarely; resolving them for every NodeClaim would cost ~6 API calls
+// per launch.
+const resolveTTL = time.Minute
+
+type resolvedEntry struct {
+	at time.Time
+	r  *resolved
+}
+
+// resolve returns the class's resolution, from the cache when it is younger than resolveTTL.
+// The key covers the whole spec, so a changed class is resolved afresh.
+func (p *Provider) resolve(ctx context.Context, nc *awsv1.EC2NodeClass, k8sVersion string) (*resolved, error) {
+	spec, err := json.Marshal(nc.Spec)
+	if err != nil {
+		return nil, err
+	}
+	key := nc.Name + "\x00" + k8sVersion + "\x00" + nc.Status.InstanceProfile + "\x00" + string(spec)
+	now := p.opts.Now()
+	p.resolvedMu.Lock()
+	e, ok := p.resolvedCache[key]
+	p.resolvedMu.Unlock()
+	if ok && now.Sub(e.at) < resolveTTL {
+		return e.r, nil
+	}
+	r, err := p.resolveNow(ctx, nc, k8sVersion)
+	if err != nil {
+		return nil, err
+	}
+	p.resolvedMu.Lock()
+	for k, old := range p.resolvedCache {
+		if now.Sub(old.at) >= resolveTTL {
+			delete(p.resolvedCache, k)
+		}
+	}
+	p.resolvedCache[key] = resolvedEntry{at: now, r: r}
+	p.resolvedMu.Unlock()
+	return r, nil
+}
+
+func (p *Provider) resolveNow(ctx context.Context, nc *awsv1.EC2NodeClass, k8sVersion string) (*resolved, error) {
+	opts, err := catalog.NodeClassOptionsFor(&nc.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("EC2NodeClass %s: %w", nc.Name, err)
+	}
+	r := &resolved{opts: opts}
+	if r.subnets, err = p.subnets(ctx, nc); err != nil {
+		return nil, err
+	}
+	if r.sgs, err = p.securityGroups(ctx, nc); err != nil {
+		return nil, err
+	}
+	if r.images, err = p.images(ctx, nc, k8sVersion); err != nil {
+		return nil, err
+	}
+	for _, s := range r.subnets {
+		r.opts.Zones = append(r.opts.Zones, s.Zone)
+	}
+	switch {
+	case nc.Spec.InstanceProfile != nil && *nc.Spec.InstanceProfile != "":
+		r.profile = *nc.Spec.InstanceProfile
+	case nc.Status.InstanceProfile != "":
+		r.profile = nc.Status.InstanceProfile
+	default:
+		return nil, fmt.Errorf("EC2NodeClass %s: no instance profile: set spec.instanceProfile, or wait until the instance profile for spec.role %q is created (status.instanceProfile)", nc.Name, nc.Spec.Role)
+	}
+	return r, nil
+}
+
+// InstanceTypes implements cloud.CloudProvider.
+func (p *Provider) InstanceTypes(ctx context.Context, nc *awsv1.EC2NodeClass) ([]catalog.InstanceType, error) {
+	opts, err := catalog.NodeClassOptionsFor(&nc.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("EC2NodeClass %s: %w", nc.Name, err)
+	}
+	subnets, err := p.subnets(ctx, nc)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range subnets {
+		opts.Zones = append(opts.Zones, s.Zone)
+	}
+	return p.opts.Unavailable.Apply(p.opts.Catalog.InstanceTypes(opts), p.opts.Now()), nil
+}
+
+// Create implements cloud.CloudProvider with one CreateFleet request of type instant whose
+// overrides are the NodeClaim's options (instance type × zone) across the resolved subnets.
+func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass) (*karpv1.NodeClaim, error) {
+	if claim.UID == "" {
+		return nil, fmt.Errorf("nodeclaim %s has no metadata.uid; create it in the cluster before launching (the uid makes the launch idempotent)", claim.Name)
+	}
+	if err := p.cluster(ctx); err != nil {
+		return nil, err
+	}
+	facts := p.clusterFacts()
+	r, err := p.resolve(ctx, nc, facts.KubernetesVersion)
+	if err != nil {
+		return nil, err
+	}
+	if r.opts.AMIFamily != catalog.AMIFamilyAL2023 {
+		return nil, fmt.Errorf("EC2NodeClass %s: AMI family %s: karpool renders AL2023 user data only so far; use the al2023 alias", nc.Name, r.opts.AMIFamily)
+	}
+	now := p.opts.Now()
+	its := p.opts.Unavailable.Apply(p.opts.Catalog.InstanceTypes(r.opts), now)
+	zones := map[string]bool{}
+	subnetByZone := map[string]subnet{}
+	for _, s := range r.subnets {
+		zones[s.Zone] = true
+		if cur, ok := subnetByZone[s.Zone]; !ok || s.FreeIPs > cur.FreeIPs {
+			subnetByZone[s.Zone] = s
+		}
+	}
+	imageByArch := map[string]image{}
+	for _, im := range r.images {
+		imageByArch[im.Arch] = im
+	}
+	capacityType, opts := launchOptions(claim, its, zones)
+	opts = slices.DeleteFunc(opts, func(o option) bool { _, ok := imageByArch[o.it.Labels[labelArch]]; return !ok })
+	if len(opts) == 0 {
+		return nil, fmt.Errorf("nodeclaim %s: no instance type satisfies its requirements and requests in the zones of EC2NodeClass %s (%s) with an available offering and a matching AMI",
+			claim.Name, nc.Name, strings.Join(slices.Sorted(maps.Keys(zones)), ", "))
+	}
+	if len(opts) > maxOverrides {
+		opts = opts[:maxOverrides]
+	}
+
+	// One launch template per architecture (the AMI differs), in a stable order.
+	byArch := map[string][]option{}
+	for _, o := range opts {
+		a := o.it.Labels[labelArch]
+		byArch[a] = append(byArch[a], o)
+	}
+	var configs []ec2types.FleetLaunchTemplateConfigRequest
+	for _, arch := range slices.Sorted(maps.Keys(byArch)) {
+		im := imageByArch[arch]
+		data, err := launchTemplateData(claim, nc, r, im, facts, capacityType)
+		if err != nil {
+			return nil, err
+		}
+		ltID, err := p.ensureLaunchTemplate(ctx, nc, data)
+		if err != nil {
+			return nil, err
+		}
+		cfg := ec2types.FleetLaunchTemplateConfigRequest{LaunchTemplateSpecification: &ec2types.FleetLaunchTemplateSpecificationRequest{
+			LaunchTemplateId: aws.String(ltID), Version: aws.String("$Latest")}}
+		for _, o := range byArch[arch] {
+			cfg.Overrides = append(cfg.Overrides, ec2types.FleetLaunchTemplateOverridesRequest{
+				InstanceType: ec2types.InstanceType(o.it.Name), SubnetId: aws.String(subnetByZone[o.offering.Zone].ID)})
+		}
+		configs = append(configs, cfg)
+	}
+	tags := instanceTags(claim, nc, facts.ClusterName)
+	in := &ec2.CreateFleetInput{
+		Type:                  ec2types.FleetTypeInstant,
+		ClientToken:           aws.String(string(claim.UID)),
+		Context:               nc.Spec.Context,
+		LaunchTemplateConfigs: configs,
+		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{
+			DefaultTargetCapacityType: ec2types.DefaultTargetCapacityType(capacityType), TotalTargetCapacity: aws.Int32(1)},
+		TagSpecifications: []ec2types.TagSpecification{
+			{ResourceType: ec2types.ResourceTypeInstance, Tags: tags},
+			{ResourceType: ec2types.ResourceTypeVolume, Tags: tags},
+		},
+	}
+	if capacityType == catalog.CapacityTypeSpot {
+		in.SpotOptions = &ec2types.SpotOptionsRequest{AllocationStrategy: ec2types.SpotAllocationStrategyPriceCapacityOptimized}
+	} else {
+		in.OnDemandOptions = &ec2types.OnDemandOptionsRequest{AllocationStrategy: ec2types.FleetOnDemandAllocationStrategyLowestPrice}
+	}
+	out, err := p.ec2.CreateFleet(ctx, in)
+	if errorCode(err) == "IdempotentParameterMismatch" {
+		// An earlier Create of this NodeClaim used the token with other options (offerings
+		// were marked unavailable since). Whatever it launched is the NodeClaim's instance.
+		return p.launchedEarlier(ctx, claim, r)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("nodeclaim %s: CreateFleet: %w", claim.Name, err)
+	}
+	zoneOf := map[string]string{}
+	for _, s := range r.subnets {
+		zoneOf[s.ID] = s.Zone
+	}
+	var failed, other []string
+	for _, e := range out.Errors {
+		code := aws.ToString(e.ErrorCode)
+		var it, zone string
+		if lo := e.LaunchTemplateAndOverrides; lo != nil && lo.Overrides != nil {
+			it = string(lo.Overrides.InstanceType)
+			zone = cmp.Or(zoneOf[aws.ToString(lo.Overrides.SubnetId)], aws.ToString(lo.Overrides.AvailabilityZone))
+		}
+		if capacityErrors[code] {
+			p.opts.Unavailable.Mark(it, zone, capacityType, now.Add(UnavailableFor))
+			failed = append(failed, it+"/"+zone+"/"+capacityType)
+		} else {
+			other = append(other, fmt.Sprintf("%s in %s: %s: %s", it, zone, code, aws.ToString(e.ErrorMessage)))
+		}
+	}
+	for _, fi := range out.Instances {
+		if len(fi.InstanceIds) == 0 || fi.LaunchTemplateAndOverrides == nil || fi.LaunchTemplateAndOverrides.Overrides == nil {
+			continue
+		}
+		ov := fi.LaunchTemplateAndOverrides.Overrides
+		zone := cmp.Or(zoneOf[aws.ToString(ov.SubnetId)], aws.ToString(ov.AvailabilityZone))
+		ct := catalog.CapacityTypeOnDemand
+		if fi.Lifecycle == ec2types.InstanceLifecycleSpot {
+			ct = catalog.CapacityTypeSpot
+		}
+		it, ok := p.opts.Catalog.InstanceType(string(fi.InstanceType), r.opts)
+		if !ok {
+			return nil, fmt.Errorf("nodeclaim %s: EC2 launched %s, which the catalog does not know", claim.Name, fi.InstanceType)
+		}
+		return launched(claim, &it, fi.InstanceIds[0], zone, ct, imageByArch[it.Labels[labelArch]].ID), nil
+	}
+	if len(other) == 0 && len(failed) > 0 {
+		return nil, &cloud.InsufficientCapacityError{NodeClaim: claim.Name, Offerings: failed}
+	}
+	return nil, fmt.Errorf("nodeclaim %s: CreateFleet launched nothing: %s", claim.Name, strings.Join(append(other, failed...), "; "))
+}
+
+// launchedEarlier finds the instance an earlier Create launched for the NodeClaim by its
+// karpenter.sh/nodeclaim tag.
+func (p *Provider) launchedEarlier(ctx context.Context, claim *karpv1.NodeClaim, r *resolved) (*karpv1.NodeClaim, error) {
+	out, err := p.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+		filter("tag:"+tagClusterOwned+p.opts.ClusterName, "owned"),
+		filter("tag:"+TagNodeClaim, claim.Name),
+		filter("instance-state-name", liveStates...),
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("nodeclaim %s: looking up the instance of an earlier launch: %w", claim.Name, err)
+	}
+	for _, res := range out.Reservations {
+		for _, in := range res.Instances {
+			it, ok := p.opts.Catalog.InstanceType(string(in.InstanceType), r.opts)
+			if !ok {
+				return nil, fmt.Errorf("nodeclaim %s: EC2 launched %s, which the catalog does not know", claim.Name, in.InstanceType)
+			}
+			ct := catalog.CapacityTypeOnDemand
+			if in.InstanceLifecycle == ec2types.InstanceLifecycleTypeSpot {
+				ct = catalog.CapacityTypeSpot
+			}
+			zone := ""
+			if in.Placement != nil {
+				zone = aws.ToString(in.Placement.AvailabilityZone)
+			}
+			return launched(claim, &it, aws.ToString(in.InstanceId), zone, ct, aws.ToString(in.ImageId)), nil
+		}
+	}
+	return nil, fmt.Errorf("nodeclaim %s: an earlier launch with this uid failed and EC2 refuses to reuse its token with other options; delete the NodeClaim so a new one is computed: %w", claim.Name, cloud.ErrNotFound)
+}
+
+// launched is the NodeClaim as it is once its instance exists.
+func launched(claim *karpv1.NodeClaim, it *catalog.InstanceType, id, zone, capacityType, imageID string) *karpv1.NodeClaim {
+	out := claim.DeepCopy()
+	if out.Labels == nil {
+		out.Labels = map[string]string{}
+	}
+	maps.Copy(out.Labels, it.Labels)
+	out.Labels[labelZone] = zone
+	out.Labels[karpv1.LabelCapacityType] = capacityType
+	out.Status.ProviderID = fmt.Sprintf("aws:///%s/%s", zone, id)
+	out.Status.ImageID = imageID
+	out.Status.Capacity = resourceList(it.Capacity)
+	out.Status.Allocatable = resourceList(it.Allocatable)
+	return out
+}
+
+func resourceList(r catalog.Resources) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for i, v := range r {
+		if v == 0 {
+			continue
+		}
+		name := corev1.ResourceName(catalog.ResourceNames[i])
+		switch catalog.Resource(i) {
+		case catalog.CPU:
+			out[name] = *resource.NewMilliQuantity(v, resource.DecimalSI)
+		case catalog.Memory, catalog.EphemeralStorage:
+			out[name] = *resource.NewQuantity(v, resource.BinarySI)
+		default:
+			out[name] = *resource.NewQuantity(v, resource.DecimalSI)
+		}
+	}
+	return out
+}
+
+// instanceTags are the tags of a NodeClaim's instance and volumes: the class's tags, then
+// karpool's (which the class may not override).
+func instanceTags(claim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass, cluster string) []ec2types.Tag {
+	pool := claim.Labels[karpv1.LabelNodePool]
+	m := maps.Clone(nc.Spec.Tags)
+	if m == nil {
+		m = map[string]string{}
+	}
+	maps.Copy(m, map[string]string{
+		karpv1.LabelNodePool:      pool,
+		TagNodeClaim:              claim.Name,
+		awsv1.LabelNodeClass:      nc.Name,
+		tagClusterOwned + cluster: "owned",
+		TagEKSCluster:             cluster,
+		tagName:                   karpv1.LabelNodePool + "/" + pool,
+	})
+	return ec2Tags(m)
+}
+
+func ec2Tags(m map[string]string) []ec2types.Tag {
+	out := make([]ec2types.Tag, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, ec2types.Tag{Key: aws.String(k), Value: aws.String(m[k])})
+	}
+	return out
+}
+
+// kubeletLabel reports whether the kubelet accepts the label in --node-labels: it refuses
+// kubernetes.io and k8s.io keys except a few well-known ones and the node./kubelet. prefixes.
+func kubeletLabel(key string) bool {
+	domain, _, ok := strings.Cut(key, "/")
+	if !ok {
+		return true
+	}
+	if !(domain == "kubernetes.io" || strings.HasSuffix(domain, ".kubernetes.io") || domain == "k8s.io" || strings.HasSuffix(domain, ".k8s.io")) {
+		return true
+	}
+	for _, allowed := range []string{"kubelet.kubernetes.io", "node.kubernetes.io"} {
+		if domain == allowed || strings.HasSuffix(domain, "."+allowed) {
+			return true
+		}
+	}
+	return false
+}
+
+// launchTemplateData is the launch template for a NodeClaim's launches of one architecture.
+// Everything NodeClaim-specific (its name) stays out of it, so NodeClaims of the same pool,
+// class and capacity type share one template.
+func launchTemplateData(claim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass, r *resolved, im image, facts Options, capacityType string) (*ec2types.RequestLaunchTemplateData, error) {
+	labels := map[string]string{}
+	for k, v := range claim.Labels {
+		if kubeletLabel(k) {
+			labels[k] = v
+		}
+	}
+	labels[karpv1.LabelCapacityType] = capacityType
+	labels[awsv1.LabelNodeClass] = nc.Name
+	taints := []corev1.Taint{{Key: karpv1.TaintKeyUnregistered, Effect: corev1.TaintEffectNoExecute}}
+	for _, t := range append(slices.Clone(claim.Spec.Taints), claim.Spec.StartupTaints...) {
+		taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
+	}
+	ud, err := al2023UserData(bootstrap{ClusterName: facts.ClusterName, Endpoint: facts.ClusterEndpoint, CA: facts.ClusterCA,
+		CIDR: facts.ClusterCIDR, Labels: labels, Taints: taints, Kubelet: nc.Spec.Kubelet, Custom: aws.ToString(nc.Spec.UserData)})
+	if err != nil {
+		return nil, fmt.Errorf("EC2NodeClass %s: %w", nc.Name, err)
+	}
+	bdms, err := blockDevices(nc)
+	if err != nil {
+		return nil, err
+	}
+	data := &ec2types.RequestLaunchTemplateData{
+		ImageId:             aws.String(im.ID),
+		UserData:            aws.String(base64.StdEncoding.EncodeToString(ud)),
+		IamInstanceProfile:  &ec2types.LaunchTemplateIamInstanceProfileSpecificationRequest{Name: aws.String(r.profile)},
+		BlockDeviceMappings: bdms,
+		MetadataOptions:     metadataOptions(nc.Spec.MetadataOptions),
+		Monitoring:          &ec2types.LaunchTemplatesMonitoringRequest{Enabled: aws.Bool(aws.ToBool(nc.Spec.DetailedMonitoring))},
+	}
+	sgs := make([]string, len(r.sgs))
+	for i, g := range r.sgs {
+		sgs[i] = g.ID
+	}
+	if nc.Spec.AssociatePublicIPAddress != nil {
+		data.NetworkInterfaces = []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{{
+			DeviceIndex: aws.Int32(0), AssociatePublicIpAddress: nc.Spec.AssociatePublicIPAddress, Groups: sgs}}
+	} else {
+		data.SecurityGroupIds = sgs
+	}
+	return data, nil
+}
+
+// metadataOptions applies Karpenter's defaults: IMDS on, IPv6 off, one hop, tokens required.
+func metadataOptions(m *awsv1.MetadataOptions) *ec2types.LaunchTemplateInstanceMetadataOptionsRequest {
+	if m == nil {
+		m = &awsv1.MetadataOptions{}
+	}
+	return &ec2types.LaunchTemplateInstanceMetadataOptionsRequest{
+		HttpEndpoint:            ec2types.LaunchTemplateInstanceMetadataEndpointState(cmp.Or(aws.ToString(m.HTTPEndpoint), "enabled")),
+		HttpProtocolIpv6:        ec2types.LaunchTemplateInstanceMetadataProtocolIpv6(cmp.Or(aws.ToString(m.HTTPProtocolIPv6), "disabled")),
+		HttpPutResponseHopLimit: aws.Int32(int32(cmp.Or(aws.ToInt64(m.HTTPPutResponseHopLimit), 1))),
+		HttpTokens:              ec2types.LaunchTemplateHttpTokensState(cmp.Or(aws.ToString(m.HTTPTokens), "required")),
+	}
+}
+
+// blockDevices renders spec.blockDeviceMappings, or AL2023's default: a 20 GiB encrypted gp3
+// root volume on /dev/xvda.
+func blockDevices(nc *awsv1.EC2NodeClass) ([]ec2types.LaunchTemplateBlockDeviceMappingRequest, error) {
+	if len(nc.Spec.BlockDeviceMappings) == 0 {
+		return []ec2types.LaunchTemplateBlockDeviceMappingRequest{{DeviceName: aws.String("/dev/xvda"),
+			Ebs: &ec2types.LaunchTemplateEbsBlockDeviceRequest{VolumeSize: aws.Int32(20), VolumeType: ec2types.VolumeTypeGp3,
+				Encrypted: aws.Bool(true), DeleteOnTermination: aws.Bool(true)}}}, nil
+	}
+	var out []ec2types.LaunchTemplateBlockDeviceMappingRequest
+	for i, b := range nc.Spec.BlockDeviceMappings {
+		if b == nil {
+			continue
+		}
+		m := ec2types.LaunchTemplateBlockDeviceMappingRequest{DeviceName: b.DeviceName}
+		if e := b.EBS; e != nil {
+			ebs := &ec2types.LaunchTemplateEbsBlockDeviceRequest{DeleteOnTermination: e.DeleteOnTermination, Encrypted: e.Encrypted,
+				KmsKeyId: e.KMSKeyID, SnapshotId: e.SnapshotID, VolumeType: ec2types.VolumeType(aws.ToString(e.VolumeType)),
+				VolumeInitializationRate: e.VolumeInitializationRate}
+			if e.IOPS != nil {
+				ebs.Iops = aws.Int32(int32(*e.IOPS))
+			}
+			if e.Throughput != nil {
+				ebs.Throughput = aws.Int32(int32(*e.Throughput))
+			}
+			if e.VolumeSize != nil {
+				// EBS sizes are in GiB; round up so a "G" size is never short.
+				const gib = 1 << 30
+				size := (e.VolumeSize.Value() + gib - 1) / gib
+				if size <= 0 {
+					return nil, fmt.Errorf("EC2NodeClass %s: spec.blockDeviceMappings[%d].ebs.volumeSize %s must be positive", nc.Name, i, e.VolumeSize)
+				}
+				ebs.VolumeSize = aws.Int32(int32(size))
+			}
+			m.Ebs = ebs
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// launchTemplateName names a template after the hash of its content, so a changed class (new
+// AMI, user data, security groups, ...) gets a new template and unchanged ones are reused.
+func launchTemplateName(data *ec2types.RequestLaunchTemplateData) (string, error) {
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(raw)
+	return "karpool/" + hex.EncodeToString(sum[:16]), nil
+}
+
+// ensureLaunchTemplate returns the id of the template with this content, creating it when
+// missing. Concurrent launches may race to create it; the loser reads the winner's.
+func (p *Provider) ensureLaunchTemplate(ctx context.Context, nc *awsv1.EC2NodeClass, data *ec2types.RequestLaunchTemplateData) (string, error) {
+	name, err := launchTemplateName(data)
+	if err != nil {
+		return "", err
+	}
+	p.ltMu.Lock()
+	id, ok := p.launchTemplates[name]
+	p.ltMu.Unlock()
+	if ok {
+		return id, nil
+	}
+	describe := func() (string, error) {
+		out, err := p.ec2.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{name}})
+		if err != nil {
+			return "", err
+		}
+		if len(out.LaunchTemplates) == 0 {
+			return "", fmt.Errorf("launch template %s: not returned", name)
+		}
+		return aws.ToString(out.LaunchTemplates[0].LaunchTemplateId), nil
+	}
+	id, err = describe()
+	if code := errorCode(err); code == "InvalidLaunchTemplateName.NotFoundException" || code == "InvalidLaunchTemplateId.NotFound" {
+		var out *ec2.CreateLaunchTemplateOutput
+		out, err = p.ec2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
+			LaunchTemplateName: aws.String(name),
+			ClientToken:        aws.String(strings.TrimPrefix(name, "karpool/")),
+			LaunchTemplateData: data,
+			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate,
+				Tags: ec2Tags(map[string]string{TagCluster: p.opts.ClusterName, awsv1.LabelNodeClass: nc.Name})}},
+		})
+		switch {
+		case err == nil:
+			id = aws.ToString(out.LaunchTemplate.LaunchTemplateId)
+		case errorCode(err) == "InvalidLaunchTemplateName.AlreadyExistsException":
+			id, err = describe()
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("EC2NodeClass %s: launch template %s: %w", nc.Name, name, err)
+	}
+	p.ltMu.Lock()
+	p.launchTemplates[name] = id
+	p.ltMu.Unlock()
+	return id, nil
+}

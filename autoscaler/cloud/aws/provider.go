@@ -1,0 +1,156 @@
+// Package aws is karpool's cloud provider for AWS: it resolves EC2NodeClass selectors, keeps
+// launch templates, launches NodeClaims with EC2 CreateFleet and finds, terminates and garbage
+// collects their instances, all through the aws-sdk-go-v2 clients. Tests point the same
+// clients at internal/awssim with a custom BaseEndpoint.
+package aws
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	"github.com/karpool/karpool/autoscaler/catalog"
+	"github.com/karpool/karpool/autoscaler/cloud"
+)
+
+// UnavailableFor is how long an offering that failed with insufficient capacity is avoided.
+const UnavailableFor = 3 * time.Minute
+
+// Options configure a Provider. Only ClusterName is required; the cluster's endpoint, CA,
+// service CIDR and Kubernetes version are read with EKS DescribeCluster when left empty.
+type Options struct {
+	ClusterName string
+	// ClusterEndpoint is the API server URL nodes join.
+	ClusterEndpoint string
+	// ClusterCA is the cluster's CA bundle, base64-encoded PEM (as EKS reports it).
+	ClusterCA string
+	// ClusterCIDR is the service CIDR (nodeadm needs it to derive the cluster DNS address).
+	ClusterCIDR string
+	// KubernetesVersion (major.minor) picks the EKS-optimized AMIs of alias terms.
+	KubernetesVersion string
+	// Catalog is the instance-type catalog of the region; default the embedded one.
+	Catalog *catalog.Catalog
+	// Unavailable is shared with the scheduler so that it stops choosing offerings that just
+	// failed with insufficient capacity; default a private set.
+	Unavailable *catalog.Unavailable
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// Provider is the AWS CloudProvider. It is safe for concurrent use.
+type Provider struct {
+	ec2  *ec2.Client
+	ssm  *ssm.Client
+	eks  *eks.Client
+	opts Options
+
+	// clusterMu guards opts' cluster facts while they are filled in from EKS.
+	clusterMu   sync.Mutex
+	clusterDone bool
+
+	// launchTemplates maps a launch template name (which embeds the hash of its content) to
+	// its id, so a template is described or created once per process.
+	ltMu            sync.Mutex
+	launchTemplates map[string]string
+
+	resolvedMu    sync.Mutex
+	resolvedCache map[string]resolvedEntry
+}
+
+var _ cloud.CloudProvider = (*Provider)(nil)
+
+// New returns a Provider using the SDK configuration cfg (credentials from the standard chain,
+// region, endpoint). Throttled calls are retried with the SDK's adaptive retryer, up to 10
+// attempts, so a burst of throttling slows launches down instead of failing them.
+func New(cfg aws.Config, opts Options) (*Provider, error) {
+	if opts.ClusterName == "" {
+		return nil, fmt.Errorf("aws cloud provider: the cluster name is required (set Options.ClusterName)")
+	}
+	if cfg.Region == "" {
+		return nil, fmt.Errorf("aws cloud provider: the AWS region is not set (set AWS_REGION or the region in the shared config)")
+	}
+	if opts.Catalog == nil {
+		c, err := catalog.Load(cfg.Region)
+		if err != nil {
+			return nil, fmt.Errorf("aws cloud provider: %w", err)
+		}
+		opts.Catalog = c
+	}
+	if opts.Unavailable == nil {
+		opts.Unavailable = catalog.NewUnavailable()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	cfg = cfg.Copy()
+	cfg.Retryer = func() aws.Retryer {
+		return retry.NewAdaptiveMode(func(o *retry.AdaptiveModeOptions) {
+			o.StandardOptions = append(o.StandardOptions, func(so *retry.StandardOptions) {
+				so.MaxAttempts = 10
+				so.MaxBackoff = 5 * time.Second
+				// The retry quota is meant to stop retry storms against a failing service;
+				// throttling is handled by the adaptive rate limiter instead.
+				so.RateLimiter = ratelimit.None
+			})
+		})
+	}
+	return &Provider{
+		ec2:             ec2.NewFromConfig(cfg),
+		ssm:             ssm.NewFromConfig(cfg),
+		eks:             eks.NewFromConfig(cfg),
+		opts:            opts,
+		launchTemplates: map[string]string{},
+		resolvedCache:   map[string]resolvedEntry{},
+	}, nil
+}
+
+// cluster fills the cluster facts that were not given in Options from EKS DescribeCluster.
+// A failed call is retried by the next launch.
+func (p *Provider) cluster(ctx context.Context) error {
+	p.clusterMu.Lock()
+	defer p.clusterMu.Unlock()
+	if p.clusterDone {
+		return nil
+	}
+	o := &p.opts
+	if o.ClusterEndpoint == "" || o.ClusterCA == "" || o.ClusterCIDR == "" || o.KubernetesVersion == "" {
+		out, err := p.eks.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: aws.String(o.ClusterName)})
+		if err != nil {
+			return fmt.Errorf("describing EKS cluster %q (needed for the node bootstrap settings not given in the options): %w", o.ClusterName, err)
+		}
+		c := out.Cluster
+		if o.ClusterEndpoint == "" {
+			o.ClusterEndpoint = aws.ToString(c.Endpoint)
+		}
+		if o.ClusterCA == "" && c.CertificateAuthority != nil {
+			o.ClusterCA = aws.ToString(c.CertificateAuthority.Data)
+		}
+		if o.ClusterCIDR == "" && c.KubernetesNetworkConfig != nil {
+			o.ClusterCIDR = aws.ToString(c.KubernetesNetworkConfig.ServiceIpv4Cidr)
+		}
+		if o.KubernetesVersion == "" {
+			o.KubernetesVersion = aws.ToString(c.Version)
+		}
+	}
+	if _, err := base64.StdEncoding.DecodeString(o.ClusterCA); err != nil {
+		return fmt.Errorf("cluster %q: the CA bundle is not base64 (%v); pass it base64-encoded as EKS reports it", o.ClusterName, err)
+	}
+	p.clusterDone = true
+	return nil
+}
+
+// clusterFacts returns the cluster facts once cluster has succeeded.
+func (p *Provider) clusterFacts() Options {
+	p.clusterMu.Lock()
+	defer p.clusterMu.Unlock()
+	return p.opts
+}

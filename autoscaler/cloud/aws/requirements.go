@@ -1,0 +1,145 @@
+package aws
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	"github.com/karpool/karpool/autoscaler/catalog"
+)
+
+const (
+	labelInstanceType = corev1.LabelInstanceTypeStable
+	labelZone         = corev1.LabelTopologyZone
+	labelArch         = corev1.LabelArchStable
+)
+
+// requirements are a NodeClaim's requirements by key (all must hold).
+type requirements map[string][]karpv1.NodeSelectorRequirementWithMinValues
+
+func requirementsOf(nc *karpv1.NodeClaim) requirements {
+	out := requirements{}
+	for _, r := range nc.Spec.Requirements {
+		out[r.Key] = append(out[r.Key], r)
+	}
+	return out
+}
+
+// allows reports whether a label with this value (present = false when the node will not
+// carry the label) satisfies every requirement on key. Keys without requirements allow anything.
+func (rs requirements) allows(key, value string, present bool) bool {
+	for _, r := range rs[key] {
+		if !requirementAllows(r, value, present) {
+			return false
+		}
+	}
+	return true
+}
+
+func requirementAllows(r karpv1.NodeSelectorRequirementWithMinValues, value string, present bool) bool {
+	switch r.Operator {
+	case corev1.NodeSelectorOpIn:
+		return present && slices.Contains(r.Values, value)
+	case corev1.NodeSelectorOpNotIn:
+		return !present || !slices.Contains(r.Values, value)
+	case corev1.NodeSelectorOpExists:
+		return present
+	case corev1.NodeSelectorOpDoesNotExist:
+		return !present
+	}
+	// Numeric operators: Gt, Lt, Gte, Lte.
+	if !present || len(r.Values) != 1 {
+		return false
+	}
+	v, err1 := strconv.ParseInt(value, 10, 64)
+	bound, err2 := strconv.ParseInt(r.Values[0], 10, 64)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	switch string(r.Operator) {
+	case "Gt":
+		return v > bound
+	case "Lt":
+		return v < bound
+	case "Gte":
+		return v >= bound
+	case "Lte":
+		return v <= bound
+	}
+	return false
+}
+
+// instanceTypeAllowed checks the requirements on the labels an instance type defines. Keys the
+// type does not define (pool labels, zone, capacity type) are checked elsewhere or are labels
+// karpool itself applies; well-known instance keys the type lacks count as absent.
+func (rs requirements) instanceTypeAllowed(it *catalog.InstanceType) bool {
+	for key := range rs {
+		v, ok := it.Labels[key]
+		if !ok && !strings.HasPrefix(key, "karpenter.k8s.aws/instance-") {
+			continue
+		}
+		if !rs.allows(key, v, ok) {
+			return false
+		}
+	}
+	return true
+}
+
+// fits reports whether the instance type's allocatable covers the NodeClaim's requests.
+func fits(it *catalog.InstanceType, requests corev1.ResourceList) bool {
+	for name, q := range requests {
+		idx := slices.Index(catalog.ResourceNames[:], string(name))
+		if idx < 0 {
+			// An extended resource the catalog does not model: no type offers it.
+			return false
+		}
+		want := q.Value()
+		if idx == int(catalog.CPU) {
+			want = q.MilliValue()
+		}
+		if it.Allocatable[idx] < want {
+			return false
+		}
+	}
+	return true
+}
+
+// option is one way to launch a NodeClaim: an instance type in a zone with a capacity type.
+type option struct {
+	it       *catalog.InstanceType
+	offering catalog.Offering
+}
+
+// launchOptions lists what a NodeClaim may launch as, cheapest first: instance types its
+// requirements allow and whose allocatable fits its requests, in zones with a subnet, with
+// available offerings. Spot is used whenever the NodeClaim allows it and a spot offering is
+// available, as Karpenter does; on-demand otherwise. The result is deterministic.
+func launchOptions(nc *karpv1.NodeClaim, its []catalog.InstanceType, zones map[string]bool) (string, []option) {
+	rs := requirementsOf(nc)
+	var all []option
+	for i := range its {
+		it := &its[i]
+		if !rs.instanceTypeAllowed(it) || !fits(it, nc.Spec.Resources.Requests) {
+			continue
+		}
+		for _, o := range it.Offerings {
+			if o.Available && zones[o.Zone] && rs.allows(labelZone, o.Zone, true) && rs.allows(karpv1.LabelCapacityType, o.CapacityType, true) {
+				all = append(all, option{it: it, offering: o})
+			}
+		}
+	}
+	capacityType := catalog.CapacityTypeOnDemand
+	if slices.ContainsFunc(all, func(o option) bool { return o.offering.CapacityType == catalog.CapacityTypeSpot }) {
+		capacityType = catalog.CapacityTypeSpot
+	}
+	out := slices.DeleteFunc(all, func(o option) bool { return o.offering.CapacityType != capacityType })
+	slices.SortStableFunc(out, func(a, b option) int {
+		return cmp.Or(cmp.Compare(a.offering.PricePerHour, b.offering.PricePerHour), cmp.Compare(a.it.Name, b.it.Name),
+			cmp.Compare(a.offering.Zone, b.offering.Zone))
+	})
+	return capacityType, out
+}
