@@ -3,6 +3,7 @@ package simulate
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,43 +12,24 @@ import (
 	"testing"
 )
 
-const workshopPool = `apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata:
-  name: default
-spec:
-  template:
-    metadata:
-      labels:
-        type: karpenter
-    spec:
-      requirements:
-        - key: node.kubernetes.io/instance-type
-          operator: In
-          values: ["c5.large", "m5.large", "r5.large", "m5.xlarge"]
-        - key: karpenter.sh/capacity-type
-          operator: In
-          values: ["on-demand"]
-      nodeClassRef:
-        group: karpenter.k8s.aws
-        kind: EC2NodeClass
-        name: default
----
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata:
-  name: default
-spec:
-  amiSelectorTerms:
-    - alias: al2023@latest
-  role: KarpenterNodeRole-demo
-  subnetSelectorTerms:
-    - tags:
-        karpenter.sh/discovery: demo
-  securityGroupSelectorTerms:
-    - tags:
-        karpenter.sh/discovery: demo
-`
+// workshopPools is the v1 workshop example (seed 003): the NodePool limited to c5.large,
+// m5.large, r5.large and m5.xlarge on-demand, and its EC2NodeClass.
+const workshopPools = "../../examples/workshop"
+
+// workshopPool returns the workshop NodePool and EC2NodeClass as one file's text, for cases
+// that edit it.
+func workshopPool(t *testing.T) string {
+	t.Helper()
+	var docs []string
+	for _, f := range []string{"nodepool.yaml", "ec2nodeclass.yaml"} {
+		data, err := os.ReadFile(filepath.Join(workshopPools, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, string(data))
+	}
+	return strings.Join(docs, "---\n")
+}
 
 const inflate = `apiVersion: apps/v1
 kind: Deployment
@@ -85,7 +67,7 @@ func write(t *testing.T, dir, name, content string) string {
 
 func TestWorkshopFromFiles(t *testing.T) {
 	dir := t.TempDir()
-	pools := write(t, dir, "pool.yaml", workshopPool)
+	pools := workshopPools
 	wl := write(t, dir, "inflate.yaml", inflate)
 	rep, err := Run(Options{PoolsPath: pools, WorkloadPath: wl})
 	if err != nil {
@@ -113,8 +95,7 @@ func TestWorkshopFromFiles(t *testing.T) {
 
 // The JSON form is a contract: exactly these fields, arrays never null.
 func TestJSONContract(t *testing.T) {
-	dir := t.TempDir()
-	rep, err := Run(Options{PoolsPath: write(t, dir, "pool.yaml", workshopPool), Generate: "lognormal:50"})
+	rep, err := Run(Options{PoolsPath: workshopPools, Generate: "lognormal:50"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +145,7 @@ func keys[V any](m map[string]V) []string {
 func TestCSVWorkload(t *testing.T) {
 	dir := t.TempDir()
 	csvFile := write(t, dir, "shapes.csv", "# shapes\nname,replicas,cpu,memory,namespace,node-selector\nweb,3,500m,1Gi,shop,type=karpenter\nbatch,2,1,2Gi,,type=karpenter\n")
-	rep, err := Run(Options{PoolsPath: write(t, dir, "pool.yaml", workshopPool), WorkloadPath: csvFile})
+	rep, err := Run(Options{PoolsPath: workshopPools, WorkloadPath: csvFile})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +162,9 @@ func TestCSVWorkload(t *testing.T) {
 
 func TestInputErrors(t *testing.T) {
 	dir := t.TempDir()
-	pool := write(t, dir, "pool.yaml", workshopPool)
+	pool := workshopPools
+	typo := strings.Replace(workshopPool(t), "requirements:", "requirement:", 1)
+	typoLine := 1 + strings.Count(typo[:strings.Index(typo, "apiVersion:")], "\n")
 	legacy := write(t, dir, "legacy.yaml", "apiVersion: karpenter.sh/v1beta1\nkind: NodePool\nmetadata:\n  name: old\nspec: {}\n")
 	for _, tc := range []struct {
 		name string
@@ -195,7 +178,8 @@ func TestInputErrors(t *testing.T) {
 		{"bad profile", Options{PoolsPath: pool, Generate: "poisson:10"}, "unknown profile \"poisson\""},
 		{"bad count", Options{PoolsPath: pool, Generate: "lognormal"}, "want PROFILE:N"},
 		{"bad region", Options{PoolsPath: pool, Generate: "lognormal:1", Region: "mars-1"}, "region \"mars-1\""},
-		{"strict pool", Options{PoolsPath: write(t, dir, "typo.yaml", strings.Replace(workshopPool, "requirements:", "requirement:", 1)), Generate: "lognormal:1"}, "typo.yaml:1: NodePool \"default\""},
+		// The error names the line where the NodePool document starts (after the file's comments).
+		{"strict pool", Options{PoolsPath: write(t, dir, "typo.yaml", typo), Generate: "lognormal:1"}, fmt.Sprintf("typo.yaml:%d: NodePool \"default\"", typoLine)},
 	} {
 		_, err := Run(tc.opts)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -206,7 +190,7 @@ func TestInputErrors(t *testing.T) {
 
 func TestDeterministicJSON(t *testing.T) {
 	dir := t.TempDir()
-	pool := write(t, dir, "pool.yaml", strings.Replace(workshopPool, `values: ["c5.large", "m5.large", "r5.large", "m5.xlarge"]`, `values: ["c5.large", "m5.large", "r5.large", "m5.xlarge", "c5.xlarge", "m5.2xlarge"]`, 1))
+	pool := write(t, dir, "pool.yaml", strings.Replace(workshopPool(t), `values: ["c5.large", "m5.large", "r5.large", "m5.xlarge"]`, `values: ["c5.large", "m5.large", "r5.large", "m5.xlarge", "c5.xlarge", "m5.2xlarge"]`, 1))
 	var outs []string
 	for i := 0; i < 3; i++ {
 		rep, err := Run(Options{PoolsPath: pool, Generate: "karpenter-bench:300"})
