@@ -1,0 +1,78 @@
+// Package autoscaler assembles karpool's autoscaling core on a controller-runtime manager: the
+// provisioner (pending pods → NodeClaims, through the one scheduling engine), the NodeClaim
+// lifecycle (launch → register → initialize, and termination), garbage collection and NodePool
+// status. The cloud provider is passed in; everything here is cloud-agnostic.
+package autoscaler
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/karpool/karpool/autoscaler/cloud"
+	"github.com/karpool/karpool/autoscaler/metrics"
+	"github.com/karpool/karpool/autoscaler/nodeclaim"
+	"github.com/karpool/karpool/autoscaler/nodepool"
+	"github.com/karpool/karpool/autoscaler/provisioning"
+)
+
+// Options configure the autoscaler.
+type Options struct {
+	Provider cloud.CloudProvider
+	// Region is the value of topology.kubernetes.io/region on new nodes.
+	Region string
+	// BatchIdle and BatchMax bound how long pending pods are collected before a provisioning
+	// round (defaults 1 s and 10 s, like Karpenter's BATCH_IDLE_DURATION / BATCH_MAX_DURATION).
+	BatchIdle, BatchMax time.Duration
+	// RegistrationTTL is how long an instance may take to register its node (default 15 min).
+	RegistrationTTL time.Duration
+	// GCInterval is how often instances without NodeClaims and NodeClaims without instances are
+	// collected (default 1 min).
+	GCInterval time.Duration
+	// Registry receives the metrics (normally controller-runtime's metrics.Registry, which the
+	// manager serves).
+	Registry prometheus.Registerer
+}
+
+// Setup registers every autoscaler controller with mgr. It must be called before mgr starts.
+func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	reg := opts.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	m, err := metrics.New(reg)
+	if err != nil {
+		return err
+	}
+	recorder := mgr.GetEventRecorderFor("karpenter")
+	if err := nodeclaim.IndexFields(ctx, mgr); err != nil {
+		return err
+	}
+	prov := provisioning.New(mgr.GetClient(), provisioning.Options{
+		Provider: opts.Provider, Region: opts.Region, BatchIdle: opts.BatchIdle, BatchMax: opts.BatchMax,
+		Recorder: recorder, Metrics: m,
+	})
+	if err := mgr.Add(prov); err != nil {
+		return err
+	}
+	if err := provisioning.NewPodWatcher(mgr.GetClient(), prov, m).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	claimOpts := nodeclaim.Options{
+		Provider: opts.Provider, RegistrationTTL: opts.RegistrationTTL, Recorder: recorder, Metrics: m,
+		CapacityGone: prov.Trigger,
+	}
+	// Launches are slow API calls; let several run at once.
+	if err := nodeclaim.NewLifecycle(mgr.GetClient(), claimOpts).SetupWithManager(mgr, 10); err != nil {
+		return err
+	}
+	if err := nodeclaim.NewNodeTermination(mgr.GetClient()).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := mgr.Add(nodeclaim.NewGarbageCollector(mgr.GetClient(), mgr.GetAPIReader(), opts.GCInterval, claimOpts)); err != nil {
+		return err
+	}
+	return nodepool.NewStatus(mgr.GetClient(), opts.Provider, m).SetupWithManager(mgr)
+}

@@ -1,0 +1,386 @@
+// Package nodeclaim runs a NodeClaim's life: launch its instance through the cloud provider,
+// register the Node the instance's kubelet creates (labels, taints, finalizer), mark it
+// initialized once it is ready, give up on instances that never join, and — when the NodeClaim
+// or its Node is deleted — drain the node and terminate the instance before letting go of the
+// finalizers. It also garbage-collects NodeClaims whose instance vanished and instances without a
+// NodeClaim.
+package nodeclaim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
+	"github.com/karpool/karpool/autoscaler/cloud"
+	"github.com/karpool/karpool/autoscaler/metrics"
+	"github.com/karpool/karpool/autoscaler/state"
+)
+
+// Options configure the NodeClaim controllers.
+type Options struct {
+	Provider cloud.CloudProvider
+	// RegistrationTTL is how long a launched instance may take to register its Node before the
+	// NodeClaim is deleted and the instance terminated (default 15 min).
+	RegistrationTTL time.Duration
+	Recorder        record.EventRecorder
+	Metrics         *metrics.Metrics
+	// CapacityGone is called when a NodeClaim goes away without having served its pods (a
+	// launch without capacity, a registration timeout, a deletion), so the provisioner looks at
+	// the pending pods again at once.
+	CapacityGone func()
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+func (o *Options) defaults() {
+	if o.RegistrationTTL <= 0 {
+		o.RegistrationTTL = 15 * time.Minute
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.CapacityGone == nil {
+		o.CapacityGone = func() {}
+	}
+	if o.Recorder == nil {
+		o.Recorder = &record.FakeRecorder{}
+	}
+}
+
+// Lifecycle reconciles NodeClaims.
+type Lifecycle struct {
+	client client.Client
+	opts   Options
+	// launched remembers the NodeClaims (by UID) this process launched: the informer cache
+	// may still show one unlaunched for a moment after its status was written, and a second
+	// launch would only find the same instance again, but log and count it twice.
+	launched sync.Map
+}
+
+// NewLifecycle returns the NodeClaim lifecycle reconciler.
+func NewLifecycle(c client.Client, opts Options) *Lifecycle {
+	opts.defaults()
+	return &Lifecycle{client: c, opts: opts}
+}
+
+// waitingForNode is how often a NodeClaim waiting for its Node is looked at again when no Node
+// event arrives; Node events wake it earlier.
+const waitingForNode = 5 * time.Second
+
+// launchRetry is the wait before retrying a launch that failed for a reason other than capacity.
+const launchRetry = 10 * time.Second
+
+// Reconcile moves the NodeClaim one step along its lifecycle.
+func (l *Lifecycle) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	nc := &karpv1.NodeClaim{}
+	if err := l.client.Get(ctx, req.NamespacedName, nc); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if nc.DeletionTimestamp != nil {
+		return l.finalize(ctx, nc)
+	}
+	if !controllerutil.ContainsFinalizer(nc, karpv1.TerminationFinalizer) {
+		patch := client.MergeFrom(nc.DeepCopy())
+		controllerutil.AddFinalizer(nc, karpv1.TerminationFinalizer)
+		if err := l.client.Patch(ctx, nc, patch); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	if !state.Launched(nc) {
+		if _, done := l.launched.Load(nc.UID); done {
+			return reconcile.Result{RequeueAfter: time.Second}, nil
+		}
+		return l.launch(ctx, nc)
+	}
+	if !isTrue(nc, karpv1.ConditionTypeRegistered) {
+		return l.register(ctx, nc)
+	}
+	if !isTrue(nc, karpv1.ConditionTypeInitialized) {
+		return l.initialize(ctx, nc)
+	}
+	return reconcile.Result{}, nil
+}
+
+func isTrue(nc *karpv1.NodeClaim, t string) bool { return state.IsTrue(nc, t) }
+
+// launch creates the instance. The cloud provider is idempotent per NodeClaim UID, so a launch
+// interrupted after the instance was created (crash, lost response) finds the same instance on
+// the next attempt instead of creating a second one.
+func (l *Lifecycle) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcile.Result, error) {
+	logger := log.FromContext(ctx)
+	before := nc.DeepCopy()
+	now := metav1.NewTime(l.opts.Now())
+	class, err := l.nodeClass(ctx, nc)
+	if err != nil {
+		setCondition(nc, karpv1.ConditionTypeLaunched, metav1.ConditionFalse, "NodeClassNotReady", err.Error(), now)
+		setReady(nc, now)
+		return reconcile.Result{RequeueAfter: 10 * time.Second}, l.patchStatus(ctx, before, nc)
+	}
+	launched, err := l.opts.Provider.Create(ctx, nc, class)
+	var ice *cloud.InsufficientCapacityError
+	switch {
+	case errors.As(err, &ice):
+		logger.Error(err, "failed launching nodeclaim")
+		l.opts.Recorder.Eventf(nc, corev1.EventTypeWarning, "InsufficientCapacityError", "NodeClaim %s event: %s", nc.Name, err.Error())
+		if l.opts.Metrics != nil {
+			l.opts.Metrics.NodeClaimsTerminated.WithLabelValues(nc.Labels[karpv1.LabelNodePool], "insufficient_capacity").Inc()
+		}
+		// Nothing was launched: drop the NodeClaim so the provisioner plans again without the
+		// offerings that just failed.
+		if err := l.client.Delete(ctx, nc); err != nil && !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, err
+		}
+		l.opts.CapacityGone()
+		return reconcile.Result{}, nil
+	case err != nil:
+		setCondition(nc, karpv1.ConditionTypeLaunched, metav1.ConditionFalse, "LaunchFailed", err.Error(), now)
+		setReady(nc, now)
+		if perr := l.patchStatus(ctx, before, nc); perr != nil {
+			return reconcile.Result{}, perr
+		}
+		// A steady retry rather than the controller's exponential backoff (which reaches
+		// minutes): the cause is often fixed outside (a class, a quota, a role).
+		logger.Error(err, "failed launching nodeclaim")
+		return reconcile.Result{RequeueAfter: launchRetry}, nil
+	}
+	// Labels first (the instance type, zone and capacity type are facts now), then status.
+	labelled := nc.DeepCopy()
+	if labelled.Labels == nil {
+		labelled.Labels = map[string]string{}
+	}
+	for k, v := range launched.Labels {
+		labelled.Labels[k] = v
+	}
+	if err := l.client.Patch(ctx, labelled, client.MergeFrom(nc)); err != nil {
+		return reconcile.Result{}, err
+	}
+	before = labelled.DeepCopy()
+	labelled.Status.ProviderID = launched.Status.ProviderID
+	labelled.Status.ImageID = launched.Status.ImageID
+	labelled.Status.Capacity = launched.Status.Capacity
+	labelled.Status.Allocatable = launched.Status.Allocatable
+	setCondition(labelled, karpv1.ConditionTypeLaunched, metav1.ConditionTrue, "Launched", "", now)
+	setCondition(labelled, karpv1.ConditionTypeRegistered, metav1.ConditionUnknown, "AwaitingNode", "waiting for the instance's node to register", now)
+	setReady(labelled, now)
+	if err := l.patchStatus(ctx, before, labelled); err != nil {
+		return reconcile.Result{}, err
+	}
+	l.launched.Store(nc.UID, true)
+	logger.Info("launched nodeclaim", "provider-id", launched.Status.ProviderID,
+		"instance-type", launched.Labels[corev1.LabelInstanceTypeStable],
+		"zone", launched.Labels[corev1.LabelTopologyZone],
+		"capacity-type", launched.Labels[karpv1.LabelCapacityType],
+		"allocatable", launched.Status.Allocatable)
+	l.opts.Recorder.Eventf(labelled, corev1.EventTypeNormal, "Launched", "Status condition transitioned, Type: Launched, Status: True, Reason: Launched")
+	if l.opts.Metrics != nil {
+		l.opts.Metrics.NodeClaimsLaunched.WithLabelValues(labelled.Labels[karpv1.LabelNodePool]).Inc()
+	}
+	return reconcile.Result{RequeueAfter: waitingForNode}, nil
+}
+
+// register adopts the Node whose providerID matches: it gets the NodeClaim's labels and taints,
+// the termination finalizer and an owner reference, loses the unregistered taint, and is
+// labelled karpenter.sh/registered. A NodeClaim whose Node does not show up within the
+// registration TTL is deleted (which terminates its instance).
+func (l *Lifecycle) register(ctx context.Context, nc *karpv1.NodeClaim) (reconcile.Result, error) {
+	logger := log.FromContext(ctx)
+	node, err := l.nodeOf(ctx, nc)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	now := l.opts.Now()
+	if node == nil {
+		age := now.Sub(nc.CreationTimestamp.Time)
+		if age < l.opts.RegistrationTTL {
+			return reconcile.Result{RequeueAfter: min(waitingForNode, l.opts.RegistrationTTL-age)}, nil
+		}
+		logger.Info("deleting nodeclaim, node did not register", "ttl", l.opts.RegistrationTTL.String(), "provider-id", nc.Status.ProviderID)
+		l.opts.Recorder.Eventf(nc, corev1.EventTypeWarning, "RegistrationTimeout", "Node for %s did not register within %s; terminating the instance", nc.Status.ProviderID, l.opts.RegistrationTTL)
+		if l.opts.Metrics != nil {
+			l.opts.Metrics.NodeClaimsTerminated.WithLabelValues(nc.Labels[karpv1.LabelNodePool], "liveness").Inc()
+		}
+		if err := l.client.Delete(ctx, nc); err != nil && !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, err
+		}
+		l.opts.CapacityGone()
+		return reconcile.Result{}, nil
+	}
+	patch := client.MergeFrom(node.DeepCopy())
+	adoptNode(node, nc)
+	if err := l.client.Patch(ctx, node, patch); err != nil {
+		return reconcile.Result{}, fmt.Errorf("registering node %s: %w", node.Name, err)
+	}
+	before := nc.DeepCopy()
+	nc.Status.NodeName = node.Name
+	mt := metav1.NewTime(now)
+	setCondition(nc, karpv1.ConditionTypeRegistered, metav1.ConditionTrue, "Registered", "", mt)
+	setCondition(nc, karpv1.ConditionTypeInitialized, metav1.ConditionUnknown, "AwaitingInitialization", "waiting for the node to become ready", mt)
+	setReady(nc, mt)
+	if err := l.patchStatus(ctx, before, nc); err != nil {
+		return reconcile.Result{}, err
+	}
+	logger.Info("registered nodeclaim", "Node", klog.KRef("", node.Name))
+	if l.opts.Metrics != nil {
+		l.opts.Metrics.NodeClaimsRegistered.WithLabelValues(nc.Labels[karpv1.LabelNodePool]).Inc()
+	}
+	return l.initialize(ctx, nc)
+}
+
+// adoptNode applies what registration puts on the Node (pure, so it can be tested alone).
+// Startup taints are only added here, once: whatever removes them later must not see them come
+// back.
+func adoptNode(node *corev1.Node, nc *karpv1.NodeClaim) {
+	if node.Labels == nil {
+		node.Labels = map[string]string{}
+	}
+	for k, v := range nc.Labels {
+		node.Labels[k] = v
+	}
+	node.Labels[karpv1.LabelNodeRegistered] = "true"
+	var taints []corev1.Taint
+	for _, t := range node.Spec.Taints {
+		if t.Key != karpv1.TaintKeyUnregistered {
+			taints = append(taints, t)
+		}
+	}
+	for _, group := range [][]karpv1.Taint{nc.Spec.Taints, nc.Spec.StartupTaints} {
+		for _, t := range group {
+			if !hasTaint(taints, t.Key, t.Effect) {
+				taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
+			}
+		}
+	}
+	node.Spec.Taints = taints
+	controllerutil.AddFinalizer(node, karpv1.TerminationFinalizer)
+	for _, o := range node.OwnerReferences {
+		if o.UID == nc.UID {
+			return
+		}
+	}
+	node.OwnerReferences = append(node.OwnerReferences, metav1.OwnerReference{
+		APIVersion: karpv1.GroupVersion.String(), Kind: "NodeClaim", Name: nc.Name, UID: nc.UID,
+		BlockOwnerDeletion: ptrTrue(),
+	})
+}
+
+func ptrTrue() *bool { t := true; return &t }
+
+func hasTaint(taints []corev1.Taint, key string, effect corev1.TaintEffect) bool {
+	for _, t := range taints {
+		if t.Key == key && t.Effect == effect {
+			return true
+		}
+	}
+	return false
+}
+
+// initialize marks the NodeClaim initialized once its Node is Ready, carries none of the
+// startup or cloud-provider taints that keep pods away, and reports every extended resource the
+// NodeClaim asked for.
+func (l *Lifecycle) initialize(ctx context.Context, nc *karpv1.NodeClaim) (reconcile.Result, error) {
+	node, err := l.nodeOf(ctx, nc)
+	if err != nil || node == nil {
+		return reconcile.Result{RequeueAfter: waitingForNode}, err
+	}
+	if why := notInitialized(node, nc); why != "" {
+		if c := state.Condition(nc, karpv1.ConditionTypeInitialized); c == nil || c.Message != why {
+			before := nc.DeepCopy()
+			now := metav1.NewTime(l.opts.Now())
+			setCondition(nc, karpv1.ConditionTypeInitialized, metav1.ConditionUnknown, "AwaitingInitialization", why, now)
+			setReady(nc, now)
+			if err := l.patchStatus(ctx, before, nc); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
+		return reconcile.Result{RequeueAfter: waitingForNode}, nil
+	}
+	if node.Labels[karpv1.LabelNodeInitialized] != "true" {
+		patch := client.MergeFrom(node.DeepCopy())
+		node.Labels[karpv1.LabelNodeInitialized] = "true"
+		if err := l.client.Patch(ctx, node, patch); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	before := nc.DeepCopy()
+	now := metav1.NewTime(l.opts.Now())
+	setCondition(nc, karpv1.ConditionTypeInitialized, metav1.ConditionTrue, "Initialized", "", now)
+	setReady(nc, now)
+	if err := l.patchStatus(ctx, before, nc); err != nil {
+		return reconcile.Result{}, err
+	}
+	log.FromContext(ctx).Info("initialized nodeclaim", "Node", klog.KRef("", node.Name), "allocatable", node.Status.Allocatable)
+	if l.opts.Metrics != nil {
+		l.opts.Metrics.NodeClaimsInitialized.WithLabelValues(nc.Labels[karpv1.LabelNodePool]).Inc()
+	}
+	return reconcile.Result{}, nil
+}
+
+// notInitialized says what the node still lacks, or "" when it is initialized.
+func notInitialized(node *corev1.Node, nc *karpv1.NodeClaim) string {
+	ready := false
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			ready = c.Status == corev1.ConditionTrue
+		}
+	}
+	if !ready {
+		return "node is not Ready"
+	}
+	for _, t := range nc.Spec.StartupTaints {
+		if hasTaint(node.Spec.Taints, t.Key, t.Effect) {
+			return fmt.Sprintf("startup taint %q is still on the node", t.Key)
+		}
+	}
+	for _, key := range []string{corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable, "node.cloudprovider.kubernetes.io/uninitialized", karpv1.TaintKeyUnregistered} {
+		for _, t := range node.Spec.Taints {
+			if t.Key == key {
+				return fmt.Sprintf("taint %q is still on the node", key)
+			}
+		}
+	}
+	for name, q := range nc.Spec.Resources.Requests {
+		if name == corev1.ResourceCPU || name == corev1.ResourceMemory || name == corev1.ResourcePods || name == corev1.ResourceEphemeralStorage || q.IsZero() {
+			continue
+		}
+		if have, ok := node.Status.Allocatable[name]; !ok || have.IsZero() {
+			return fmt.Sprintf("extended resource %q is not registered on the node yet", name)
+		}
+	}
+	return ""
+}
+
+// nodeOf finds the Node whose spec.providerID is the NodeClaim's.
+func (l *Lifecycle) nodeOf(ctx context.Context, nc *karpv1.NodeClaim) (*corev1.Node, error) {
+	return nodeByProviderID(ctx, l.client, nc.Status.ProviderID)
+}
+
+func (l *Lifecycle) nodeClass(ctx context.Context, nc *karpv1.NodeClaim) (*awsv1.EC2NodeClass, error) {
+	ref := nc.Spec.NodeClassRef
+	if ref == nil || ref.Name == "" {
+		return nil, fmt.Errorf("spec.nodeClassRef is empty")
+	}
+	class := &awsv1.EC2NodeClass{}
+	if err := l.client.Get(ctx, client.ObjectKey{Name: ref.Name}, class); err != nil {
+		return nil, fmt.Errorf("EC2NodeClass %q: %w", ref.Name, err)
+	}
+	return class, nil
+}
+
+// patchStatus writes the status change from before to after as a merge patch.
+func (l *Lifecycle) patchStatus(ctx context.Context, before, after *karpv1.NodeClaim) error {
+	return l.client.Status().Patch(ctx, after, client.MergeFrom(before))
+}

@@ -1,0 +1,194 @@
+// Package nodepool keeps NodePool status current: the resources and node count of the pool's
+// NodeClaims, and the conditions that say whether the pool can launch (NodeClassReady,
+// ValidationSucceeded, Ready). It also exports the pool's usage, limits and cost as metrics.
+package nodepool
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
+	"github.com/karpool/karpool/autoscaler/catalog"
+	"github.com/karpool/karpool/autoscaler/cloud"
+	"github.com/karpool/karpool/autoscaler/metrics"
+	"github.com/karpool/karpool/autoscaler/state"
+)
+
+// Status reconciles NodePool status.
+type Status struct {
+	client   client.Client
+	provider cloud.CloudProvider
+	metrics  *metrics.Metrics
+}
+
+// NewStatus returns the NodePool status reconciler. provider prices the pool's instances for
+// the cost metric; metrics may be nil.
+func NewStatus(c client.Client, provider cloud.CloudProvider, m *metrics.Metrics) *Status {
+	return &Status{client: c, provider: provider, metrics: m}
+}
+
+// Reconcile recomputes one NodePool's status.
+func (s *Status) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	np := &karpv1.NodePool{}
+	if err := s.client.Get(ctx, req.NamespacedName, np); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			s.forget(req.Name)
+		}
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	var claims karpv1.NodeClaimList
+	if err := s.client.List(ctx, &claims, client.MatchingLabels{karpv1.LabelNodePool: np.Name}); err != nil {
+		return reconcile.Result{}, err
+	}
+	var classes awsv1.EC2NodeClassList
+	if err := s.client.List(ctx, &classes); err != nil {
+		return reconcile.Result{}, err
+	}
+	snapshot := &state.Cluster{NodeClasses: map[string]*awsv1.EC2NodeClass{}}
+	for i := range classes.Items {
+		snapshot.NodeClasses[classes.Items[i].Name] = &classes.Items[i]
+	}
+	class, notReady := snapshot.NodeClassReady(np)
+
+	before := np.DeepCopy()
+	np.Status.Resources, np.Status.Nodes = usage(claims.Items)
+	gen := np.Generation
+	if notReady == "" {
+		meta.SetStatusCondition(&np.Status.Conditions, metav1.Condition{Type: karpv1.ConditionTypeNodeClassReady,
+			Status: metav1.ConditionTrue, Reason: "NodeClassReady", ObservedGeneration: gen})
+	} else {
+		meta.SetStatusCondition(&np.Status.Conditions, metav1.Condition{Type: karpv1.ConditionTypeNodeClassReady,
+			Status: metav1.ConditionFalse, Reason: "NodeClassNotReady", Message: notReady, ObservedGeneration: gen})
+	}
+	// The API server enforced the CRD's schema and CEL rules on admission; nothing else is
+	// checked at runtime, so an admitted pool is valid.
+	meta.SetStatusCondition(&np.Status.Conditions, metav1.Condition{Type: karpv1.ConditionTypeValidationSucceeded,
+		Status: metav1.ConditionTrue, Reason: "ValidationSucceeded", ObservedGeneration: gen})
+	ready := metav1.Condition{Type: karpv1.ConditionTypeReady, Status: metav1.ConditionTrue, Reason: "Ready", ObservedGeneration: gen}
+	if notReady != "" {
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, "NodeClassNotReady", notReady
+	}
+	meta.SetStatusCondition(&np.Status.Conditions, ready)
+	if !equality.Semantic.DeepEqual(before.Status, np.Status) {
+		if err := s.client.Status().Patch(ctx, np, client.MergeFrom(before)); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	s.export(ctx, np, class, claims.Items)
+	return reconcile.Result{}, nil
+}
+
+// usage sums the capacity of the pool's NodeClaims that are not being deleted: launched ones by
+// their instance's capacity; the node count includes those still launching.
+func usage(claims []karpv1.NodeClaim) (corev1.ResourceList, int64) {
+	total := corev1.ResourceList{}
+	var nodes int64
+	for i := range claims {
+		nc := &claims[i]
+		if nc.DeletionTimestamp != nil {
+			continue
+		}
+		nodes++
+		for name, q := range nc.Status.Capacity {
+			sum := total[name]
+			sum.Add(q)
+			total[name] = sum
+		}
+	}
+	total[corev1.ResourceName("nodes")] = *resource.NewQuantity(nodes, resource.DecimalSI)
+	return total, nodes
+}
+
+// export publishes usage, limits and cost of the pool.
+func (s *Status) export(ctx context.Context, np *karpv1.NodePool, class *awsv1.EC2NodeClass, claims []karpv1.NodeClaim) {
+	if s.metrics == nil {
+		return
+	}
+	for name, q := range np.Status.Resources {
+		s.metrics.PoolUsage.WithLabelValues(np.Name, string(name)).Set(q.AsApproximateFloat64())
+	}
+	for name, q := range np.Spec.Limits {
+		s.metrics.PoolLimit.WithLabelValues(np.Name, string(name)).Set(q.AsApproximateFloat64())
+	}
+	if class == nil || s.provider == nil {
+		return
+	}
+	its, err := s.provider.InstanceTypes(ctx, class)
+	if err != nil {
+		return
+	}
+	cost := 0.0
+	for i := range claims {
+		nc := &claims[i]
+		if !state.Launched(nc) || nc.DeletionTimestamp != nil {
+			continue
+		}
+		cost += price(its, nc.Labels[corev1.LabelInstanceTypeStable], nc.Labels[corev1.LabelTopologyZone], nc.Labels[karpv1.LabelCapacityType])
+	}
+	s.metrics.PoolCost.WithLabelValues(np.Name).Set(cost)
+}
+
+func price(its []catalog.InstanceType, instanceType, zone, capacityType string) float64 {
+	for i := range its {
+		if its[i].Name != instanceType {
+			continue
+		}
+		for _, o := range its[i].Offerings {
+			if o.Zone == zone && o.CapacityType == capacityType {
+				return o.PricePerHour
+			}
+		}
+	}
+	return 0
+}
+
+func (s *Status) forget(pool string) {
+	if s.metrics == nil {
+		return
+	}
+	s.metrics.PoolUsage.DeletePartialMatch(map[string]string{"nodepool": pool})
+	s.metrics.PoolLimit.DeletePartialMatch(map[string]string{"nodepool": pool})
+	s.metrics.PoolCost.DeleteLabelValues(pool)
+}
+
+// SetupWithManager watches NodePools, their NodeClaims and the EC2NodeClasses they reference.
+func (s *Status) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("nodepool.status").WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
+		For(&karpv1.NodePool{}).
+		Watches(&karpv1.NodeClaim{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			if pool := o.GetLabels()[karpv1.LabelNodePool]; pool != "" {
+				return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: pool}}}
+			}
+			return nil
+		})).
+		Watches(&awsv1.EC2NodeClass{}, handler.EnqueueRequestsFromMapFunc(s.poolsOfClass)).
+		Complete(s)
+}
+
+func (s *Status) poolsOfClass(ctx context.Context, o client.Object) []reconcile.Request {
+	var pools karpv1.NodePoolList
+	if err := s.client.List(ctx, &pools); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range pools.Items {
+		if ref := pools.Items[i].Spec.Template.Spec.NodeClassRef; ref != nil && ref.Name == o.GetName() {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: pools.Items[i].Name}})
+		}
+	}
+	return out
+}

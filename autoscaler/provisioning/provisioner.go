@@ -1,0 +1,317 @@
+// Package provisioning turns pods the kube-scheduler could not place into NodeClaims. It batches
+// the pending pods (a short idle window, a longer maximum), takes a snapshot of the cluster, runs
+// the one scheduling engine (autoscaler/scheduling) on it and creates the NodeClaims the engine
+// plans; the nodeclaim lifecycle controller launches them.
+package provisioning
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	"github.com/karpool/karpool/autoscaler/cloud"
+	"github.com/karpool/karpool/autoscaler/metrics"
+	"github.com/karpool/karpool/autoscaler/scheduling"
+	"github.com/karpool/karpool/autoscaler/state"
+)
+
+// Options configure a Provisioner.
+type Options struct {
+	Provider cloud.CloudProvider
+	// Region is the value of topology.kubernetes.io/region on new nodes.
+	Region string
+	// BatchIdle ends a batch when no new pending pod arrived for this long (default 1 s);
+	// BatchMax ends it regardless (default 10 s).
+	BatchIdle, BatchMax time.Duration
+	// Recheck is how often pending pods are looked at again without a trigger (default 10 s):
+	// after a launch failed, after a pool became ready, after capacity went away.
+	Recheck  time.Duration
+	Recorder record.EventRecorder
+	Metrics  *metrics.Metrics
+}
+
+// Provisioner is a manager Runnable (it runs on the leader only).
+type Provisioner struct {
+	client  client.Client
+	opts    Options
+	trigger chan struct{}
+
+	mu          sync.Mutex
+	nominations Nominations
+}
+
+// New returns a Provisioner that reads from and writes through c (the manager's client, whose
+// reads come from the informer cache).
+func New(c client.Client, opts Options) *Provisioner {
+	if opts.BatchIdle <= 0 {
+		opts.BatchIdle = time.Second
+	}
+	if opts.BatchMax <= 0 {
+		opts.BatchMax = 10 * time.Second
+	}
+	if opts.Recheck <= 0 {
+		opts.Recheck = 10 * time.Second
+	}
+	return &Provisioner{client: c, opts: opts, trigger: make(chan struct{}, 1), nominations: Nominations{}}
+}
+
+// Trigger asks for a provisioning round; triggers during a batch window extend the batch.
+func (p *Provisioner) Trigger() {
+	select {
+	case p.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Start runs provisioning rounds until ctx ends.
+func (p *Provisioner) Start(ctx context.Context) error {
+	logger := log.FromContext(ctx).WithName("provisioner")
+	ctx = log.IntoContext(ctx, logger)
+	recheck := time.NewTicker(p.opts.Recheck)
+	defer recheck.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-p.trigger:
+			if !p.batch(ctx) {
+				return nil
+			}
+		case <-recheck.C:
+		}
+		if err := p.Provision(ctx); err != nil && ctx.Err() == nil {
+			logger.Error(err, "provisioning failed")
+		}
+	}
+}
+
+// batch waits until pending pods stop arriving (BatchIdle without a trigger) or BatchMax has
+// passed, so that a Deployment scaled up is planned in one round instead of pod by pod. It
+// returns false when ctx ended.
+func (p *Provisioner) batch(ctx context.Context) bool {
+	idle := time.NewTimer(p.opts.BatchIdle)
+	defer idle.Stop()
+	maxWait := time.NewTimer(p.opts.BatchMax)
+	defer maxWait.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-p.trigger:
+			idle.Reset(p.opts.BatchIdle)
+		case <-idle.C:
+			return true
+		case <-maxWait.C:
+			return true
+		}
+	}
+}
+
+// Provision runs one round: snapshot, plan, create NodeClaims.
+func (p *Provisioner) Provision(ctx context.Context) error {
+	logger := log.FromContext(ctx)
+	start := time.Now()
+	c, err := state.Take(ctx, p.client)
+	if err != nil {
+		return err
+	}
+	pools, skipped := p.pools(ctx, c)
+	p.mu.Lock()
+	p.forgetStale(c)
+	in := input(c, pools, p.nominations, p.opts.Region)
+	p.mu.Unlock()
+	if len(in.Pods) == 0 {
+		if p.opts.Metrics != nil {
+			p.opts.Metrics.UnschedulablePods.Set(0)
+		}
+		return nil
+	}
+	logger.Info("found provisionable pod(s)", "Pods", podNames(in.Pods), "duration", time.Since(start).String())
+	res := scheduling.Solve(in)
+	planned := 0
+	for i := range res.NodeClaims {
+		planned += len(res.NodeClaims[i].Pods)
+	}
+	if len(res.NodeClaims) > 0 {
+		logger.Info("computed new nodeclaim(s) to fit pod(s)", "nodeclaims", len(res.NodeClaims), "pods", planned)
+	}
+	poolByName := map[string]*karpv1.NodePool{}
+	for _, pl := range pools {
+		poolByName[pl.NodePool.Name] = pl.NodePool
+	}
+	var created []string
+	var errs []string
+	for i := range res.NodeClaims {
+		rc := &res.NodeClaims[i]
+		np := poolByName[rc.Pool]
+		nc := newNodeClaim(np, rc)
+		if err := p.client.Create(ctx, nc); err != nil {
+			errs = append(errs, fmt.Sprintf("create nodeclaim for pool %s: %v", rc.Pool, err))
+			continue
+		}
+		created = append(created, nc.Name)
+		logger.Info("created nodeclaim", "NodePool", klog.KRef("", np.Name), "NodeClaim", klog.KRef("", nc.Name),
+			"requests", nc.Spec.Resources.Requests, "instance-types", instanceTypeNames(rc))
+		if p.opts.Metrics != nil {
+			p.opts.Metrics.NodeClaimsCreated.WithLabelValues(np.Name, "provisioning").Inc()
+		}
+		p.mu.Lock()
+		for _, pod := range rc.Pods {
+			p.nominations[pod.UID] = nc.Name
+		}
+		p.mu.Unlock()
+		if p.opts.Recorder != nil {
+			for _, pod := range rc.Pods {
+				p.opts.Recorder.Eventf(pod, corev1.EventTypeNormal, "Nominated", "Pod should schedule on: nodeclaim/%s", nc.Name)
+			}
+		}
+	}
+	p.reportUnschedulable(ctx, res.Unschedulable, skipped)
+	if err := p.waitForCache(ctx, created); err != nil {
+		return err
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// pools resolves every NodePool whose node class is ready to the instance types the cloud
+// offers for that class. Pools that cannot launch anything are returned by name with the reason,
+// for the unschedulable pods' events.
+func (p *Provisioner) pools(ctx context.Context, c *state.Cluster) ([]scheduling.Pool, map[string]string) {
+	var out []scheduling.Pool
+	skipped := map[string]string{}
+	for _, np := range c.NodePools {
+		if np.DeletionTimestamp != nil {
+			skipped[np.Name] = "is being deleted"
+			continue
+		}
+		class, why := c.NodeClassReady(np)
+		if class == nil {
+			skipped[np.Name] = why
+			continue
+		}
+		its, err := p.opts.Provider.InstanceTypes(ctx, class)
+		if err != nil {
+			skipped[np.Name] = fmt.Sprintf("instance types of EC2NodeClass %q: %v", class.Name, err)
+			continue
+		}
+		out = append(out, scheduling.Pool{NodePool: np, InstanceTypes: its})
+	}
+	return out, skipped
+}
+
+// forgetStale drops nominations of pods that are gone or bound, and of NodeClaims that are gone
+// or have a node (their pods are then placed against the node itself).
+func (p *Provisioner) forgetStale(c *state.Cluster) {
+	pending := map[types.UID]bool{}
+	for _, pod := range c.Pods {
+		if pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil {
+			pending[pod.UID] = true
+		}
+	}
+	inFlight := map[string]bool{}
+	for _, nc := range c.NodeClaims {
+		if nc.DeletionTimestamp == nil && c.NodeFor(nc) == nil {
+			inFlight[nc.Name] = true
+		}
+	}
+	for uid, claim := range p.nominations {
+		if !pending[uid] || !inFlight[claim] {
+			delete(p.nominations, uid)
+		}
+	}
+}
+
+// reportUnschedulable records a FailedScheduling event on each pod no capacity was found for,
+// naming the reason (a pool limit, taints, requirements...), and says which pools were skipped.
+func (p *Provisioner) reportUnschedulable(ctx context.Context, pods []scheduling.Unschedulable, skipped map[string]string) {
+	if p.opts.Metrics != nil {
+		p.opts.Metrics.UnschedulablePods.Set(float64(len(pods)))
+	}
+	if len(pods) == 0 {
+		return
+	}
+	var note string
+	if len(skipped) > 0 {
+		var parts []string
+		for _, name := range sortedKeys(skipped) {
+			parts = append(parts, fmt.Sprintf("NodePool %q skipped: %s", name, skipped[name]))
+		}
+		note = "; " + strings.Join(parts, "; ")
+	}
+	logger := log.FromContext(ctx)
+	for _, u := range pods {
+		logger.Info("could not schedule pod", "Pod", klog.KObj(u.Pod), "reason", u.Reason+note)
+		if p.opts.Recorder != nil {
+			p.opts.Recorder.Eventf(u.Pod, corev1.EventTypeWarning, "FailedScheduling", "Failed to schedule pod, %s%s", u.Reason, note)
+		}
+	}
+}
+
+// waitForCache returns once the informer cache holds the NodeClaims just created, so the next
+// round does not plan the same pods again from a stale view.
+func (p *Provisioner) waitForCache(ctx context.Context, names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		missing := 0
+		for _, name := range names {
+			if err := p.client.Get(ctx, client.ObjectKey{Name: name}, &karpv1.NodeClaim{}); err != nil {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return fmt.Errorf("%d of %d new NodeClaims did not appear in the cache within 30s", missing, len(names))
+		case <-tick.C:
+		}
+	}
+}
+
+func podNames(pods []*corev1.Pod) string {
+	const shown = 20
+	var b strings.Builder
+	for i, p := range pods {
+		if i == shown {
+			fmt.Fprintf(&b, " and %d other(s)", len(pods)-shown)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(p.Namespace + "/" + p.Name)
+	}
+	return b.String()
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,225 @@
+// Package state is the autoscaler's view of the cluster: one consistent snapshot of the objects
+// the provisioner and the status controllers read (pods, nodes, daemonsets, NodePools,
+// EC2NodeClasses, NodeClaims, PDBs, namespaces), taken from the manager's informer cache, plus
+// the questions those controllers ask of it (which pods are provisionable, which NodeClaims are
+// still in flight, which node a NodeClaim became).
+//
+// Reading from the cache costs no API calls; a snapshot is rebuilt for every provisioning round,
+// so nothing here has to be kept in sync incrementally.
+package state
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
+)
+
+// Cluster is a snapshot of the objects the autoscaler reasons about. Slices are sorted by name
+// (namespace/name for namespaced kinds) so that everything derived from a snapshot is
+// deterministic.
+type Cluster struct {
+	Pods        []*corev1.Pod
+	Nodes       []*corev1.Node
+	DaemonSets  []*appsv1.DaemonSet
+	NodePools   []*karpv1.NodePool
+	NodeClasses map[string]*awsv1.EC2NodeClass
+	NodeClaims  []*karpv1.NodeClaim
+	PDBs        []*policyv1.PodDisruptionBudget
+	Namespaces  []*corev1.Namespace
+
+	// podsByNode indexes Pods by spec.nodeName; nodesByProviderID indexes Nodes.
+	podsByNode        map[string][]*corev1.Pod
+	nodesByProviderID map[string]*corev1.Node
+}
+
+// Take lists every kind from r (normally the manager's cache) into a snapshot.
+func Take(ctx context.Context, r client.Reader) (*Cluster, error) {
+	var (
+		pods    corev1.PodList
+		nodes   corev1.NodeList
+		ds      appsv1.DaemonSetList
+		pools   karpv1.NodePoolList
+		classes awsv1.EC2NodeClassList
+		claims  karpv1.NodeClaimList
+		pdbs    policyv1.PodDisruptionBudgetList
+		nss     corev1.NamespaceList
+	)
+	for _, l := range []client.ObjectList{&pods, &nodes, &ds, &pools, &classes, &claims, &pdbs, &nss} {
+		if err := r.List(ctx, l); err != nil {
+			return nil, fmt.Errorf("list %T: %w", l, err)
+		}
+	}
+	c := &Cluster{NodeClasses: make(map[string]*awsv1.EC2NodeClass, len(classes.Items))}
+	for i := range pods.Items {
+		c.Pods = append(c.Pods, &pods.Items[i])
+	}
+	for i := range nodes.Items {
+		c.Nodes = append(c.Nodes, &nodes.Items[i])
+	}
+	for i := range ds.Items {
+		c.DaemonSets = append(c.DaemonSets, &ds.Items[i])
+	}
+	for i := range pools.Items {
+		c.NodePools = append(c.NodePools, &pools.Items[i])
+	}
+	for i := range classes.Items {
+		c.NodeClasses[classes.Items[i].Name] = &classes.Items[i]
+	}
+	for i := range claims.Items {
+		c.NodeClaims = append(c.NodeClaims, &claims.Items[i])
+	}
+	for i := range pdbs.Items {
+		c.PDBs = append(c.PDBs, &pdbs.Items[i])
+	}
+	for i := range nss.Items {
+		c.Namespaces = append(c.Namespaces, &nss.Items[i])
+	}
+	c.index()
+	return c, nil
+}
+
+// New builds a snapshot from objects already in memory (tests, simulations).
+func New(pods []*corev1.Pod, nodes []*corev1.Node, claims []*karpv1.NodeClaim) *Cluster {
+	c := &Cluster{Pods: pods, Nodes: nodes, NodeClaims: claims, NodeClasses: map[string]*awsv1.EC2NodeClass{}}
+	c.index()
+	return c
+}
+
+func (c *Cluster) index() {
+	sort.Slice(c.Pods, func(i, j int) bool {
+		a, b := c.Pods[i], c.Pods[j]
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
+	sort.Slice(c.Nodes, func(i, j int) bool { return c.Nodes[i].Name < c.Nodes[j].Name })
+	sort.Slice(c.NodePools, func(i, j int) bool { return c.NodePools[i].Name < c.NodePools[j].Name })
+	sort.Slice(c.NodeClaims, func(i, j int) bool { return c.NodeClaims[i].Name < c.NodeClaims[j].Name })
+	c.podsByNode = map[string][]*corev1.Pod{}
+	for _, p := range c.Pods {
+		if p.Spec.NodeName != "" {
+			c.podsByNode[p.Spec.NodeName] = append(c.podsByNode[p.Spec.NodeName], p)
+		}
+	}
+	c.nodesByProviderID = make(map[string]*corev1.Node, len(c.Nodes))
+	for _, n := range c.Nodes {
+		if n.Spec.ProviderID != "" {
+			c.nodesByProviderID[n.Spec.ProviderID] = n
+		}
+	}
+}
+
+// PodsOn returns the pods bound to the node.
+func (c *Cluster) PodsOn(node string) []*corev1.Pod { return c.podsByNode[node] }
+
+// NodeFor returns the Node a NodeClaim's instance registered as, if any.
+func (c *Cluster) NodeFor(nc *karpv1.NodeClaim) *corev1.Node {
+	if nc.Status.ProviderID == "" {
+		return nil
+	}
+	return c.nodesByProviderID[nc.Status.ProviderID]
+}
+
+// Provisionable reports whether the autoscaler should find capacity for the pod: the
+// kube-scheduler tried and found no node (PodScheduled=False, reason Unschedulable), and the pod
+// is not bound, not terminating, not finished, not a DaemonSet pod (those follow nodes), and not
+// waiting for a preemption the scheduler already started.
+func Provisionable(p *corev1.Pod) bool {
+	if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || p.Status.NominatedNodeName != "" {
+		return false
+	}
+	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return false
+	}
+	if OwnedByDaemonSet(p) {
+		return false
+	}
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
+			return true
+		}
+	}
+	return false
+}
+
+// OwnedByDaemonSet reports whether a DaemonSet controls the pod.
+func OwnedByDaemonSet(p *corev1.Pod) bool {
+	for _, o := range p.OwnerReferences {
+		if o.Kind == "DaemonSet" && o.Controller != nil && *o.Controller {
+			return true
+		}
+	}
+	return false
+}
+
+// ProvisionablePods returns the provisionable pods of the snapshot, in snapshot order.
+func (c *Cluster) ProvisionablePods() []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, p := range c.Pods {
+		if Provisionable(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Launched reports whether the NodeClaim's instance exists (status.providerID is set).
+func Launched(nc *karpv1.NodeClaim) bool { return nc.Status.ProviderID != "" }
+
+// Condition returns the NodeClaim's condition of that type, or nil.
+func Condition(nc *karpv1.NodeClaim, t string) *karpv1.Condition {
+	for i := range nc.Status.Conditions {
+		if nc.Status.Conditions[i].Type == t {
+			return &nc.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// IsTrue reports whether the NodeClaim's condition of that type is True.
+func IsTrue(nc *karpv1.NodeClaim, t string) bool {
+	c := Condition(nc, t)
+	return c != nil && c.Status == "True"
+}
+
+// NodeClassReady reports whether an EC2NodeClass exists and says Ready=True for its current
+// generation, and if not, why (for the NodePool's NodeClassReady condition).
+func (c *Cluster) NodeClassReady(np *karpv1.NodePool) (*awsv1.EC2NodeClass, string) {
+	ref := np.Spec.Template.Spec.NodeClassRef
+	if ref == nil || ref.Name == "" {
+		return nil, "spec.template.spec.nodeClassRef is empty"
+	}
+	nc, ok := c.NodeClasses[ref.Name]
+	if !ok {
+		return nil, fmt.Sprintf("EC2NodeClass %q does not exist; create it or fix spec.template.spec.nodeClassRef.name", ref.Name)
+	}
+	if nc.DeletionTimestamp != nil {
+		return nil, fmt.Sprintf("EC2NodeClass %q is being deleted", ref.Name)
+	}
+	for _, cond := range nc.Status.Conditions {
+		if cond.Type != "Ready" {
+			continue
+		}
+		if cond.Status == "True" && cond.ObservedGeneration >= nc.Generation {
+			return nc, ""
+		}
+		if cond.Status == "True" {
+			return nil, fmt.Sprintf("EC2NodeClass %q has not been resolved since its last change", ref.Name)
+		}
+		msg := cond.Message
+		if msg == "" {
+			msg = cond.Reason
+		}
+		return nil, fmt.Sprintf("EC2NodeClass %q is not ready: %s", ref.Name, msg)
+	}
+	return nil, fmt.Sprintf("EC2NodeClass %q has no Ready condition yet", ref.Name)
+}
