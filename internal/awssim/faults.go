@@ -54,6 +54,10 @@ type Faults struct {
 	TerminationLatency Duration `json:"terminationLatency,omitempty"`
 	// APILatency delays responses of matching operations.
 	APILatency map[string]Duration `json:"apiLatency,omitempty"`
+	// ResponseLatency delays the response of matching operations after they took effect (the
+	// call is already in Calls): a client that crashes or times out meanwhile never learns the
+	// outcome, like a response lost on the network.
+	ResponseLatency map[string]Duration `json:"responseLatency,omitempty"`
 }
 
 // ErrorFault fails an operation at a rate.
@@ -169,6 +173,29 @@ func (s *Server) injectFaults(rc *reqCtx, action string) (any, error) {
 		return nil, fault
 	}
 	return nil, nil
+}
+
+// delayResponse waits ResponseLatency for a completed operation.
+func (s *Server) delayResponse(rc *reqCtx, action string) error {
+	s.mu.Lock()
+	var delay time.Duration
+	for pat, d := range s.faults.ResponseLatency {
+		if opMatches(pat, rc.svc.signingName, action) && d.Duration > delay {
+			delay = d.Duration
+		}
+	}
+	s.mu.Unlock()
+	if delay <= 0 {
+		return nil
+	}
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-rc.ctx.Done():
+		return rc.ctx.Err()
+	}
 }
 
 // Call is one API request the simulator answered, for tests that check what a client did

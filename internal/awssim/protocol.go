@@ -199,6 +199,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, body []byte) {
 	}
 	call.Output = out
 	s.recordCall(call)
+	if err := s.delayResponse(rc, o.name); err != nil {
+		return // the client went away; the operation took effect all the same
+	}
 	s.writeOutput(w, rc, out)
 }
 
@@ -311,6 +314,7 @@ func (s *Server) decodeRequest(rc *reqCtx) (*operation, any, error) {
 					return nil, nil, apiErr(400, "BadRequestException", "Could not parse request body into json: %v", err)
 				}
 			}
+			setPathLabels(in, labels)
 			return o, in, nil
 		}
 		return nil, nil, apiErr(404, "UnknownOperationException", "No operation matches %s %s", rc.r.Method, rc.r.URL.Path)

@@ -1,6 +1,9 @@
 package awssim
 
-import "reflect"
+import (
+	"reflect"
+	"strings"
+)
 
 func reflectValue(v any) reflect.Value { return reflect.ValueOf(v) }
 
@@ -80,5 +83,23 @@ func convertValue(dst, src reflect.Value) {
 		dst.SetString(src.String())
 	case src.Type().ConvertibleTo(dst.Type()) && src.Kind() == dst.Kind():
 		dst.Set(src.Convert(dst.Type()))
+	}
+}
+
+// setPathLabels fills the *string fields of a REST input struct named like the labels of its
+// URL path (DescribeCluster's {name} into Name), so recorded calls show the whole request.
+func setPathLabels(in any, labels map[string]string) {
+	v := reflect.ValueOf(in)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return
+	}
+	v = v.Elem()
+	for label, value := range labels {
+		for i := range v.NumField() {
+			f := v.Field(i)
+			if strings.EqualFold(v.Type().Field(i).Name, label) && f.CanSet() && f.Type() == reflect.TypeFor[*string]() {
+				f.Set(reflect.ValueOf(&value))
+			}
+		}
 	}
 }

@@ -102,11 +102,13 @@ func (p *Provider) Get(ctx context.Context, providerID string) (*karpv1.NodeClai
 	return p.nodeClaimOf(in), nil
 }
 
-// instances lists the live instances this cluster launched for NodeClaims.
+// instances lists the live instances this cluster launched for NodeClaims. The nodepool tag is
+// required too: the controller policy lets karpool terminate only instances that carry it.
 func (p *Provider) instances(ctx context.Context) ([]ec2types.Instance, error) {
 	pg := ec2.NewDescribeInstancesPaginator(p.ec2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
 		filter("tag:"+tagClusterOwned+p.opts.ClusterName, "owned"),
 		filter("tag-key", TagNodeClaim),
+		filter("tag-key", karpv1.LabelNodePool),
 		filter("instance-state-name", liveStates...),
 	}})
 	var out []ec2types.Instance

@@ -129,15 +129,21 @@ func (p *Provider) resolveNow(ctx context.Context, nc *awsv1.EC2NodeClass, k8sVe
 	switch {
 	case nc.Spec.InstanceProfile != nil && *nc.Spec.InstanceProfile != "":
 		r.profile = *nc.Spec.InstanceProfile
-	case nc.Status.InstanceProfile != "":
+	case nc.Spec.Role != "" && nc.Status.InstanceProfile == p.InstanceProfileName(nc.Name):
 		r.profile = nc.Status.InstanceProfile
 	default:
-		return nil, fmt.Errorf("EC2NodeClass %s: no instance profile: set spec.instanceProfile, or wait until the instance profile for spec.role %q is created (status.instanceProfile)", nc.Name, nc.Spec.Role)
+		// The class status controller has not recorded the profile for this spec yet.
+		if r.profile, err = p.EnsureInstanceProfile(ctx, nc); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }
 
-// InstanceTypes implements cloud.CloudProvider.
+// InstanceTypes implements cloud.CloudProvider: the catalog's instance types for the class
+// (allocatable by the catalog's rules) in the zones of its subnets, limited to what EC2 lists
+// and offers there, at the prices AWS publishes (read every DiscoveryInterval; the embedded
+// catalog stands in for any API that fails).
 func (p *Provider) InstanceTypes(ctx context.Context, nc *awsv1.EC2NodeClass) ([]catalog.InstanceType, error) {
 	opts, err := catalog.NodeClassOptionsFor(&nc.Spec)
 	if err != nil {
@@ -150,7 +156,8 @@ func (p *Provider) InstanceTypes(ctx context.Context, nc *awsv1.EC2NodeClass) ([
 	for _, s := range subnets {
 		opts.Zones = append(opts.Zones, s.Zone)
 	}
-	return p.opts.Unavailable.Apply(p.opts.Catalog.InstanceTypes(opts), p.opts.Now()), nil
+	p.refreshIfDue(ctx)
+	return p.instanceTypes(opts, p.opts.Now()), nil
 }
 
 // Create implements cloud.CloudProvider with one CreateFleet request of type instant whose
@@ -167,11 +174,10 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim, nc *awsv
 	if err != nil {
 		return nil, err
 	}
-	if r.opts.AMIFamily != catalog.AMIFamilyAL2023 {
-		return nil, fmt.Errorf("EC2NodeClass %s: AMI family %s: karpool renders AL2023 user data only so far; use the al2023 alias", nc.Name, r.opts.AMIFamily)
-	}
 	now := p.opts.Now()
-	its := p.opts.Unavailable.Apply(p.opts.Catalog.InstanceTypes(r.opts), now)
+	// Launches use the instance types and prices last discovered (InstanceTypes refreshes
+	// them), so that a launch never waits for a full read of the price lists.
+	its := p.instanceTypes(r.opts, now)
 	zones := map[string]bool{}
 	subnetByZone := map[string]subnet{}
 	for _, s := range r.subnets {
@@ -194,26 +200,36 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim, nc *awsv
 		opts = opts[:maxOverrides]
 	}
 
-	// One launch template per architecture (the AMI differs), in a stable order.
-	byArch := map[string][]option{}
-	for _, o := range opts {
-		a := o.it.Labels[labelArch]
-		byArch[a] = append(byArch[a], o)
+	// One launch template per architecture (the AMI differs) and, for AL2 and Bottlerocket, per
+	// pod capacity (their user data carries the kubelet's pod limit), in a stable order.
+	type ltKey struct {
+		arch    string
+		maxPods int32
 	}
+	groups := map[ltKey][]option{}
+	for _, o := range opts {
+		k := ltKey{arch: o.it.Labels[labelArch]}
+		if r.opts.AMIFamily == catalog.AMIFamilyAL2 || r.opts.AMIFamily == catalog.AMIFamilyBottlerocket {
+			k.maxPods = int32(o.it.Capacity[catalog.Pods])
+		}
+		groups[k] = append(groups[k], o)
+	}
+	keys := slices.SortedFunc(maps.Keys(groups), func(a, b ltKey) int {
+		return cmp.Or(cmp.Compare(a.arch, b.arch), cmp.Compare(a.maxPods, b.maxPods))
+	})
 	var configs []ec2types.FleetLaunchTemplateConfigRequest
-	for _, arch := range slices.Sorted(maps.Keys(byArch)) {
-		im := imageByArch[arch]
-		data, err := launchTemplateData(claim, nc, r, im, facts, capacityType)
+	for _, k := range keys {
+		data, err := launchTemplateData(claim, nc, r, imageByArch[k.arch], facts, capacityType, k.maxPods)
 		if err != nil {
 			return nil, err
 		}
-		ltID, err := p.ensureLaunchTemplate(ctx, nc, data)
+		ltID, err := p.ensureLaunchTemplate(ctx, claim, nc, data)
 		if err != nil {
 			return nil, err
 		}
 		cfg := ec2types.FleetLaunchTemplateConfigRequest{LaunchTemplateSpecification: &ec2types.FleetLaunchTemplateSpecificationRequest{
 			LaunchTemplateId: aws.String(ltID), Version: aws.String("$Latest")}}
-		for _, o := range byArch[arch] {
+		for _, o := range groups[k] {
 			cfg.Overrides = append(cfg.Overrides, ec2types.FleetLaunchTemplateOverridesRequest{
 				InstanceType: ec2types.InstanceType(o.it.Name), SubnetId: aws.String(subnetByZone[o.offering.Zone].ID)})
 		}
@@ -227,9 +243,12 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim, nc *awsv
 		LaunchTemplateConfigs: configs,
 		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{
 			DefaultTargetCapacityType: ec2types.DefaultTargetCapacityType(capacityType), TotalTargetCapacity: aws.Int32(1)},
+		// The controller policy lets CreateFleet create only resources that carry the
+		// cluster's tags.
 		TagSpecifications: []ec2types.TagSpecification{
 			{ResourceType: ec2types.ResourceTypeInstance, Tags: tags},
 			{ResourceType: ec2types.ResourceTypeVolume, Tags: tags},
+			{ResourceType: ec2types.ResourceTypeFleet, Tags: tags},
 		},
 	}
 	if capacityType == catalog.CapacityTypeSpot {
@@ -353,22 +372,29 @@ func resourceList(r catalog.Resources) corev1.ResourceList {
 	return out
 }
 
-// instanceTags are the tags of a NodeClaim's instance and volumes: the class's tags, then
-// karpool's (which the class may not override).
-func instanceTags(claim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass, cluster string) []ec2types.Tag {
-	pool := claim.Labels[karpv1.LabelNodePool]
+// poolTags are the tags of everything launched for a NodeClaim's pool and class: the class's
+// tags, then karpool's (which the class may not override). The controller policy's conditions
+// rely on karpenter.sh/nodepool, kubernetes.io/cluster/<cluster>=owned and eks:eks-cluster-name.
+func poolTags(claim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass, cluster string) map[string]string {
 	m := maps.Clone(nc.Spec.Tags)
 	if m == nil {
 		m = map[string]string{}
 	}
 	maps.Copy(m, map[string]string{
-		karpv1.LabelNodePool:      pool,
-		TagNodeClaim:              claim.Name,
+		karpv1.LabelNodePool:      claim.Labels[karpv1.LabelNodePool],
 		awsv1.LabelNodeClass:      nc.Name,
 		tagClusterOwned + cluster: "owned",
 		TagEKSCluster:             cluster,
-		tagName:                   karpv1.LabelNodePool + "/" + pool,
 	})
+	return m
+}
+
+// instanceTags are the tags of a NodeClaim's instance, volumes and fleet: the pool's tags plus
+// the NodeClaim's name and a Name.
+func instanceTags(claim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass, cluster string) []ec2types.Tag {
+	m := poolTags(claim, nc, cluster)
+	m[TagNodeClaim] = claim.Name
+	m[tagName] = karpv1.LabelNodePool + "/" + claim.Labels[karpv1.LabelNodePool]
 	return ec2Tags(m)
 }
 
@@ -398,10 +424,11 @@ func kubeletLabel(key string) bool {
 	return false
 }
 
-// launchTemplateData is the launch template for a NodeClaim's launches of one architecture.
-// Everything NodeClaim-specific (its name) stays out of it, so NodeClaims of the same pool,
-// class and capacity type share one template.
-func launchTemplateData(claim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass, r *resolved, im image, facts Options, capacityType string) (*ec2types.RequestLaunchTemplateData, error) {
+// launchTemplateData is the launch template for a NodeClaim's launches of one architecture
+// (and, on AL2 and Bottlerocket, one pod capacity: maxPods). Everything NodeClaim-specific
+// (its name) stays out of it, so NodeClaims of the same pool, class and capacity type share
+// one template.
+func launchTemplateData(claim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass, r *resolved, im image, facts Options, capacityType string, maxPods int32) (*ec2types.RequestLaunchTemplateData, error) {
 	labels := map[string]string{}
 	for k, v := range claim.Labels {
 		if kubeletLabel(k) {
@@ -414,12 +441,20 @@ func launchTemplateData(claim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass, r *reso
 	for _, t := range append(slices.Clone(claim.Spec.Taints), claim.Spec.StartupTaints...) {
 		taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
 	}
-	ud, err := al2023UserData(bootstrap{ClusterName: facts.ClusterName, Endpoint: facts.ClusterEndpoint, CA: facts.ClusterCA,
-		CIDR: facts.ClusterCIDR, Labels: labels, Taints: taints, Kubelet: nc.Spec.Kubelet, Custom: aws.ToString(nc.Spec.UserData)})
+	b := bootstrap{ClusterName: facts.ClusterName, Endpoint: facts.ClusterEndpoint, CA: facts.ClusterCA,
+		CIDR: facts.ClusterCIDR, Labels: labels, Taints: taints, Kubelet: nc.Spec.Kubelet, MaxPods: maxPods, Custom: aws.ToString(nc.Spec.UserData)}
+	if r.opts.AMIFamily == catalog.AMIFamilyAL2 || r.opts.AMIFamily == catalog.AMIFamilyBottlerocket {
+		dns, err := clusterDNS(nc.Spec.Kubelet, facts.ClusterCIDR)
+		if err != nil {
+			return nil, fmt.Errorf("EC2NodeClass %s: %w", nc.Name, err)
+		}
+		b.DNSIP = dns
+	}
+	ud, err := userData(r.opts.AMIFamily, b)
 	if err != nil {
 		return nil, fmt.Errorf("EC2NodeClass %s: %w", nc.Name, err)
 	}
-	bdms, err := blockDevices(nc)
+	bdms, err := blockDevices(nc, r.opts.AMIFamily)
 	if err != nil {
 		return nil, err
 	}
@@ -430,6 +465,10 @@ func launchTemplateData(claim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass, r *reso
 		BlockDeviceMappings: bdms,
 		MetadataOptions:     metadataOptions(nc.Spec.MetadataOptions),
 		Monitoring:          &ec2types.LaunchTemplatesMonitoringRequest{Enabled: aws.Bool(aws.ToBool(nc.Spec.DetailedMonitoring))},
+		// Network interfaces are created by the launch too; the controller policy wants them
+		// tagged like the instance.
+		TagSpecifications: []ec2types.LaunchTemplateTagSpecificationRequest{{ResourceType: ec2types.ResourceTypeNetworkInterface,
+			Tags: ec2Tags(poolTags(claim, nc, facts.ClusterName))}},
 	}
 	sgs := make([]string, len(r.sgs))
 	for i, g := range r.sgs {
@@ -457,13 +496,23 @@ func metadataOptions(m *awsv1.MetadataOptions) *ec2types.LaunchTemplateInstanceM
 	}
 }
 
-// blockDevices renders spec.blockDeviceMappings, or AL2023's default: a 20 GiB encrypted gp3
-// root volume on /dev/xvda.
-func blockDevices(nc *awsv1.EC2NodeClass) ([]ec2types.LaunchTemplateBlockDeviceMappingRequest, error) {
+// blockDevices renders spec.blockDeviceMappings, or the family's default as Karpenter sets it:
+// a 20 GiB encrypted gp3 root volume on /dev/xvda (AL2023, AL2); for Bottlerocket a 4 GiB OS
+// volume on /dev/xvda and a 20 GiB data volume on /dev/xvdb; none for Custom (the AMI's own).
+func blockDevices(nc *awsv1.EC2NodeClass, family string) ([]ec2types.LaunchTemplateBlockDeviceMappingRequest, error) {
 	if len(nc.Spec.BlockDeviceMappings) == 0 {
-		return []ec2types.LaunchTemplateBlockDeviceMappingRequest{{DeviceName: aws.String("/dev/xvda"),
-			Ebs: &ec2types.LaunchTemplateEbsBlockDeviceRequest{VolumeSize: aws.Int32(20), VolumeType: ec2types.VolumeTypeGp3,
-				Encrypted: aws.Bool(true), DeleteOnTermination: aws.Bool(true)}}}, nil
+		gp3 := func(dev string, gib int32) ec2types.LaunchTemplateBlockDeviceMappingRequest {
+			return ec2types.LaunchTemplateBlockDeviceMappingRequest{DeviceName: aws.String(dev),
+				Ebs: &ec2types.LaunchTemplateEbsBlockDeviceRequest{VolumeSize: aws.Int32(gib), VolumeType: ec2types.VolumeTypeGp3,
+					Encrypted: aws.Bool(true), DeleteOnTermination: aws.Bool(true)}}
+		}
+		switch family {
+		case catalog.AMIFamilyBottlerocket:
+			return []ec2types.LaunchTemplateBlockDeviceMappingRequest{gp3("/dev/xvda", 4), gp3("/dev/xvdb", 20)}, nil
+		case catalog.AMIFamilyCustom:
+			return nil, nil
+		}
+		return []ec2types.LaunchTemplateBlockDeviceMappingRequest{gp3("/dev/xvda", 20)}, nil
 	}
 	var out []ec2types.LaunchTemplateBlockDeviceMappingRequest
 	for i, b := range nc.Spec.BlockDeviceMappings {
@@ -497,10 +546,14 @@ func blockDevices(nc *awsv1.EC2NodeClass) ([]ec2types.LaunchTemplateBlockDeviceM
 	return out, nil
 }
 
-// launchTemplateName names a template after the hash of its content, so a changed class (new
-// AMI, user data, security groups, ...) gets a new template and unchanged ones are reused.
-func launchTemplateName(data *ec2types.RequestLaunchTemplateData) (string, error) {
-	raw, err := json.Marshal(data)
+// launchTemplateName names a template after the hash of its content and tags, so a changed
+// class (new AMI, user data, security groups, ...) gets a new template, unchanged ones are
+// reused, and each pool has its own (its name is in the tags).
+func launchTemplateName(data *ec2types.RequestLaunchTemplateData, tags []ec2types.Tag) (string, error) {
+	raw, err := json.Marshal(struct {
+		Data *ec2types.RequestLaunchTemplateData
+		Tags []ec2types.Tag
+	}{data, tags})
 	if err != nil {
 		return "", err
 	}
@@ -510,8 +563,11 @@ func launchTemplateName(data *ec2types.RequestLaunchTemplateData) (string, error
 
 // ensureLaunchTemplate returns the id of the template with this content, creating it when
 // missing. Concurrent launches may race to create it; the loser reads the winner's.
-func (p *Provider) ensureLaunchTemplate(ctx context.Context, nc *awsv1.EC2NodeClass, data *ec2types.RequestLaunchTemplateData) (string, error) {
-	name, err := launchTemplateName(data)
+func (p *Provider) ensureLaunchTemplate(ctx context.Context, claim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass, data *ec2types.RequestLaunchTemplateData) (string, error) {
+	tagMap := poolTags(claim, nc, p.opts.ClusterName)
+	tagMap[TagCluster] = p.opts.ClusterName
+	tags := ec2Tags(tagMap)
+	name, err := launchTemplateName(data, tags)
 	if err != nil {
 		return "", err
 	}
@@ -538,8 +594,7 @@ func (p *Provider) ensureLaunchTemplate(ctx context.Context, nc *awsv1.EC2NodeCl
 			LaunchTemplateName: aws.String(name),
 			ClientToken:        aws.String(strings.TrimPrefix(name, "karpool/")),
 			LaunchTemplateData: data,
-			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate,
-				Tags: ec2Tags(map[string]string{TagCluster: p.opts.ClusterName, awsv1.LabelNodeClass: nc.Name})}},
+			TagSpecifications:  []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: tags}},
 		})
 		switch {
 		case err == nil:
@@ -555,4 +610,38 @@ func (p *Provider) ensureLaunchTemplate(ctx context.Context, nc *awsv1.EC2NodeCl
 	p.launchTemplates[name] = id
 	p.ltMu.Unlock()
 	return id, nil
+}
+
+// DeleteLaunchTemplates deletes the launch templates karpool created for the class (found by
+// their kubernetes.io/cluster/<cluster>=owned and karpenter.k8s.aws/ec2nodeclass tags). Call it
+// when the class is deleted, once no NodeClaim uses it.
+func (p *Provider) DeleteLaunchTemplates(ctx context.Context, nc *awsv1.EC2NodeClass) error {
+	pg := ec2.NewDescribeLaunchTemplatesPaginator(p.ec2, &ec2.DescribeLaunchTemplatesInput{Filters: []ec2types.Filter{
+		filter("tag:"+tagClusterOwned+p.opts.ClusterName, "owned"),
+		filter("tag:"+awsv1.LabelNodeClass, nc.Name),
+	}})
+	var ids []string
+	for pg.HasMorePages() {
+		page, err := pg.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("EC2NodeClass %s: listing its launch templates: %w", nc.Name, err)
+		}
+		for _, lt := range page.LaunchTemplates {
+			ids = append(ids, aws.ToString(lt.LaunchTemplateId))
+		}
+	}
+	for _, id := range ids {
+		_, err := p.ec2.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: aws.String(id)})
+		if err != nil && errorCode(err) != "InvalidLaunchTemplateId.NotFound" {
+			return fmt.Errorf("EC2NodeClass %s: deleting launch template %s: %w", nc.Name, id, err)
+		}
+	}
+	p.ltMu.Lock()
+	for name, id := range p.launchTemplates {
+		if slices.Contains(ids, id) {
+			delete(p.launchTemplates, name)
+		}
+	}
+	p.ltMu.Unlock()
+	return nil
 }

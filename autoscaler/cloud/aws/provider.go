@@ -16,6 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/aws/aws-sdk-go-v2/service/pricing"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/karpool/karpool/autoscaler/catalog"
@@ -42,16 +44,20 @@ type Options struct {
 	// Unavailable is shared with the scheduler so that it stops choosing offerings that just
 	// failed with insufficient capacity; default a private set.
 	Unavailable *catalog.Unavailable
-	// Now is the clock; default time.Now.
+	// Now is the clock (unavailable offerings, resolution cache, instance-type discovery);
+	// default time.Now.
 	Now func() time.Time
 }
 
 // Provider is the AWS CloudProvider. It is safe for concurrent use.
 type Provider struct {
-	ec2  *ec2.Client
-	ssm  *ssm.Client
-	eks  *eks.Client
-	opts Options
+	ec2     *ec2.Client
+	ssm     *ssm.Client
+	eks     *eks.Client
+	iam     *iam.Client
+	pricing *pricing.Client
+	region  string
+	opts    Options
 
 	// clusterMu guards opts' cluster facts while they are filled in from EKS.
 	clusterMu   sync.Mutex
@@ -64,6 +70,8 @@ type Provider struct {
 
 	resolvedMu    sync.Mutex
 	resolvedCache map[string]resolvedEntry
+
+	discovery discovery
 }
 
 var _ cloud.CloudProvider = (*Provider)(nil)
@@ -107,6 +115,9 @@ func New(cfg aws.Config, opts Options) (*Provider, error) {
 		ec2:             ec2.NewFromConfig(cfg),
 		ssm:             ssm.NewFromConfig(cfg),
 		eks:             eks.NewFromConfig(cfg),
+		iam:             iam.NewFromConfig(cfg),
+		pricing:         pricing.NewFromConfig(cfg, func(o *pricing.Options) { o.Region = pricingRegion(cfg.Region) }),
+		region:          cfg.Region,
 		opts:            opts,
 		launchTemplates: map[string]string{},
 		resolvedCache:   map[string]resolvedEntry{},

@@ -3,18 +3,43 @@ package aws
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
+	corev1 "k8s.io/api/core/v1"
+
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 )
+
+// ErrInvalidClass is matched (errors.Is) by the errors that only a change to the EC2NodeClass
+// (or to the AWS resources it names) can fix: selector terms that select nothing, a role or
+// instance profile that does not exist, settings karpool cannot render. Other errors are
+// failures to ask AWS and may pass by themselves.
+var ErrInvalidClass = errors.New("the EC2NodeClass cannot be resolved as it is")
+
+// classError is an ErrInvalidClass; also lists further sentinels it matches.
+type classError struct {
+	msg  string
+	also error
+}
+
+func (e *classError) Error() string { return e.msg }
+func (e *classError) Is(target error) bool {
+	return target == ErrInvalidClass || (e.also != nil && target == e.also)
+}
+
+func invalidf(format string, args ...any) error {
+	return &classError{msg: fmt.Sprintf(format, args...)}
+}
 
 // subnet is a resolved subnet.
 type subnet struct {
@@ -33,6 +58,8 @@ type image struct {
 	// Arch is the Kubernetes architecture (amd64, arm64).
 	Arch    string
 	Created string
+	// Deprecated is true once EC2's deprecation time of the image has passed.
+	Deprecated bool
 }
 
 // tagFilters turns a selector term's tags into EC2 filters; "*" matches any value of the key.
@@ -68,7 +95,7 @@ func (p *Provider) subnets(ctx context.Context, nc *awsv1.EC2NodeClass) ([]subne
 			filters = append(filters, filter("subnet-id", t.ID))
 		}
 		if len(filters) == 0 {
-			return nil, fmt.Errorf("EC2NodeClass %s: spec.subnetSelectorTerms[%d] is empty; give tags or an id", nc.Name, i)
+			return nil, invalidf("EC2NodeClass %s: spec.subnetSelectorTerms[%d] is empty; give tags or an id", nc.Name, i)
 		}
 		filters = append(filters, filter("state", "available"))
 		pg := ec2.NewDescribeSubnetsPaginator(p.ec2, &ec2.DescribeSubnetsInput{Filters: filters})
@@ -89,7 +116,7 @@ func (p *Provider) subnets(ctx context.Context, nc *awsv1.EC2NodeClass) ([]subne
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("EC2NodeClass %s: spec.subnetSelectorTerms match no available subnet; tag the cluster's subnets (for example karpenter.sh/discovery=%s) or fix the terms", nc.Name, p.opts.ClusterName)
+		return nil, invalidf("EC2NodeClass %s: spec.subnetSelectorTerms match no available subnet; tag the cluster's subnets (for example karpenter.sh/discovery=%s) or fix the terms", nc.Name, p.opts.ClusterName)
 	}
 	slices.SortFunc(out, func(a, b subnet) int { return cmp.Or(cmp.Compare(a.Zone, b.Zone), cmp.Compare(a.ID, b.ID)) })
 	return out, nil
@@ -108,7 +135,7 @@ func (p *Provider) securityGroups(ctx context.Context, nc *awsv1.EC2NodeClass) (
 			filters = append(filters, filter("group-name", t.Name))
 		}
 		if len(filters) == 0 {
-			return nil, fmt.Errorf("EC2NodeClass %s: spec.securityGroupSelectorTerms[%d] is empty; give tags, an id or a name", nc.Name, i)
+			return nil, invalidf("EC2NodeClass %s: spec.securityGroupSelectorTerms[%d] is empty; give tags, an id or a name", nc.Name, i)
 		}
 		pg := ec2.NewDescribeSecurityGroupsPaginator(p.ec2, &ec2.DescribeSecurityGroupsInput{Filters: filters})
 		for pg.HasMorePages() {
@@ -126,7 +153,7 @@ func (p *Provider) securityGroups(ctx context.Context, nc *awsv1.EC2NodeClass) (
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("EC2NodeClass %s: spec.securityGroupSelectorTerms match no security group; tag the node security group (for example karpenter.sh/discovery=%s) or fix the terms", nc.Name, p.opts.ClusterName)
+		return nil, invalidf("EC2NodeClass %s: spec.securityGroupSelectorTerms match no security group; tag the node security group (for example karpenter.sh/discovery=%s) or fix the terms", nc.Name, p.opts.ClusterName)
 	}
 	slices.SortFunc(out, func(a, b securityGroup) int { return cmp.Compare(a.ID, b.ID) })
 	return out, nil
@@ -136,20 +163,44 @@ func (p *Provider) securityGroups(ctx context.Context, nc *awsv1.EC2NodeClass) (
 var eksArch = map[string]string{"amd64": "x86_64", "arm64": "arm64"}
 
 // aliasParameters returns the SSM parameters holding the AMI ids an alias term selects, one per
-// architecture. Only AL2023 is supported so far.
+// architecture, for the standard (non-accelerated) variant of each family, as Karpenter reads
+// them: AL2023 and AL2 from EKS's optimized-ami tree (al2023@latest / al2@latest read the
+// "recommended" release, al2023@vYYYYMMDD / al2@vYYYYMMDD a pinned one), Bottlerocket from its
+// own tree (bottlerocket@latest, bottlerocket@vX.Y.Z or X.Y.Z).
 func aliasParameters(alias, k8sVersion string) ([]string, error) {
 	family, version, _ := strings.Cut(alias, "@")
-	if strings.ToLower(family) != awsv1.AliasFamilyAL2023 {
-		return nil, fmt.Errorf("alias %q: karpool launches only al2023 aliases so far; use al2023@latest or select the AMI by id, name or tags", alias)
-	}
+	latest := version == "" || version == awsv1.AliasVersionLatest
 	var out []string
-	for _, arch := range []string{"amd64", "arm64"} {
-		base := fmt.Sprintf("/aws/service/eks/optimized-ami/%s/amazon-linux-2023/%s/standard", k8sVersion, eksArch[arch])
-		if version == "" || version == awsv1.AliasVersionLatest {
-			out = append(out, base+"/recommended/image_id")
-		} else {
-			out = append(out, fmt.Sprintf("%s/amazon-eks-node-al2023-%s-standard-%s-%s/image_id", base, eksArch[arch], k8sVersion, version))
+	switch strings.ToLower(family) {
+	case awsv1.AliasFamilyAL2023:
+		for _, arch := range []string{"amd64", "arm64"} {
+			base := fmt.Sprintf("/aws/service/eks/optimized-ami/%s/amazon-linux-2023/%s/standard", k8sVersion, eksArch[arch])
+			if latest {
+				out = append(out, base+"/recommended/image_id")
+			} else {
+				out = append(out, fmt.Sprintf("%s/amazon-eks-node-al2023-%s-standard-%s-%s/image_id", base, eksArch[arch], k8sVersion, version))
+			}
 		}
+	case awsv1.AliasFamilyAL2:
+		for _, d := range []struct{ dir, prefix string }{{"amazon-linux-2", "amazon-eks-node"}, {"amazon-linux-2-arm64", "amazon-eks-arm64-node"}} {
+			base := fmt.Sprintf("/aws/service/eks/optimized-ami/%s/%s", k8sVersion, d.dir)
+			if latest {
+				out = append(out, base+"/recommended/image_id")
+			} else {
+				out = append(out, fmt.Sprintf("%s/%s-%s-%s/image_id", base, d.prefix, k8sVersion, version))
+			}
+		}
+	case awsv1.AliasFamilyBottlerocket:
+		// Bottlerocket releases are tagged vX.Y.Z on GitHub; the parameter path has no "v".
+		v := strings.TrimPrefix(version, "v")
+		if latest {
+			v = awsv1.AliasVersionLatest
+		}
+		for _, arch := range []string{"amd64", "arm64"} {
+			out = append(out, fmt.Sprintf("/aws/service/bottlerocket/aws-k8s-%s/%s/%s/image_id", k8sVersion, eksArch[arch], v))
+		}
+	default:
+		return nil, invalidf("alias %q: karpool launches al2023, al2 and bottlerocket aliases (Windows is not supported); select the AMI by id, name or tags otherwise", alias)
 	}
 	return out, nil
 }
@@ -175,16 +226,23 @@ func (p *Provider) images(ctx context.Context, nc *awsv1.EC2NodeClass, k8sVersio
 		for _, name := range params {
 			out, err := p.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(name)})
 			if err != nil {
-				if t.Alias != "" && strings.Contains(err.Error(), "ParameterNotFound") {
+				if t.Alias != "" && errorCode(err) == "ParameterNotFound" {
 					// EKS does not publish every architecture for every release.
 					continue
+				}
+				if t.SSMParameter != "" && errorCode(err) == "ParameterNotFound" {
+					return nil, invalidf("%s: SSM parameter %s does not exist; fix ssmParameter", field, name)
 				}
 				return nil, fmt.Errorf("%s: reading SSM parameter %s: %w", field, name, err)
 			}
 			in.ImageIds = append(in.ImageIds, aws.ToString(out.Parameter.Value))
 		}
 		if len(params) > 0 && len(in.ImageIds) == 0 {
-			return nil, fmt.Errorf("%s: no AMI published for %q (Kubernetes %s); check the version", field, t.Alias, k8sVersion)
+			hint := "check the version"
+			if fam, _, _ := strings.Cut(strings.ToLower(t.Alias), "@"); fam == awsv1.AliasFamilyAL2 {
+				hint = "EKS publishes AL2 AMIs up to Kubernetes 1.32; use al2023@latest on newer clusters"
+			}
+			return nil, invalidf("%s: no AMI published for %q (Kubernetes %s); %s", field, t.Alias, k8sVersion, hint)
 		}
 		if t.ID != "" {
 			in.ImageIds = append(in.ImageIds, t.ID)
@@ -200,7 +258,7 @@ func (p *Provider) images(ctx context.Context, nc *awsv1.EC2NodeClass, k8sVersio
 			in.Owners = []string{"self", "amazon"}
 		}
 		if len(in.ImageIds) == 0 && len(in.Filters) == 0 {
-			return nil, fmt.Errorf("%s: the term selects nothing; give an alias, id, name, tags or ssmParameter", field)
+			return nil, invalidf("%s: the term selects nothing; give an alias, id, name, tags or ssmParameter", field)
 		}
 		pg := ec2.NewDescribeImagesPaginator(p.ec2, in)
 		for pg.HasMorePages() {
@@ -223,18 +281,70 @@ func (p *Provider) images(ctx context.Context, nc *awsv1.EC2NodeClass, k8sVersio
 			continue
 		}
 		cand := image{ID: aws.ToString(im.ImageId), Name: aws.ToString(im.Name), Arch: arch, Created: aws.ToString(im.CreationDate)}
+		if t, err := time.Parse(time.RFC3339, aws.ToString(im.DeprecationTime)); err == nil && !p.opts.Now().Before(t) {
+			cand.Deprecated = true
+		}
 		cur, ok := best[arch]
 		if !ok || cand.Created > cur.Created || (cand.Created == cur.Created && cand.ID > cur.ID) {
 			best[arch] = cand
 		}
 	}
 	if len(best) == 0 {
-		return nil, fmt.Errorf("EC2NodeClass %s: spec.amiSelectorTerms match no x86_64 or arm64 image; check the ids, names, tags and owners", nc.Name)
+		return nil, invalidf("EC2NodeClass %s: spec.amiSelectorTerms match no x86_64 or arm64 image; check the ids, names, tags and owners", nc.Name)
 	}
 	out := make([]image, 0, len(best))
 	for _, im := range best {
 		out = append(out, im)
 	}
 	slices.SortFunc(out, func(a, b image) int { return cmp.Compare(a.Arch, b.Arch) })
+	return out, nil
+}
+
+// Subnets returns what the class's spec.subnetSelectorTerms select now, as status.subnets
+// shows it: sorted by zone, then id. An error matching ErrInvalidClass means the terms match
+// no available subnet.
+func (p *Provider) Subnets(ctx context.Context, nc *awsv1.EC2NodeClass) ([]awsv1.Subnet, error) {
+	sns, err := p.subnets(ctx, nc)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]awsv1.Subnet, len(sns))
+	for i, s := range sns {
+		out[i] = awsv1.Subnet{ID: s.ID, Zone: s.Zone, ZoneID: s.ZoneID}
+	}
+	return out, nil
+}
+
+// SecurityGroups returns what the class's spec.securityGroupSelectorTerms select now, sorted
+// by id. An error matching ErrInvalidClass means the terms match no group.
+func (p *Provider) SecurityGroups(ctx context.Context, nc *awsv1.EC2NodeClass) ([]awsv1.SecurityGroup, error) {
+	sgs, err := p.securityGroups(ctx, nc)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]awsv1.SecurityGroup, len(sgs))
+	for i, g := range sgs {
+		out[i] = awsv1.SecurityGroup{ID: g.ID, Name: g.Name}
+	}
+	return out, nil
+}
+
+// AMIs returns the images the class's spec.amiSelectorTerms select now for the cluster's
+// Kubernetes version: the newest per architecture, each with the kubernetes.io/arch
+// requirement it suits, sorted by architecture. An error matching ErrInvalidClass means the
+// terms match no image.
+func (p *Provider) AMIs(ctx context.Context, nc *awsv1.EC2NodeClass) ([]awsv1.AMI, error) {
+	if err := p.cluster(ctx); err != nil {
+		return nil, err
+	}
+	ims, err := p.images(ctx, nc, p.clusterFacts().KubernetesVersion)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]awsv1.AMI, len(ims))
+	for i, im := range ims {
+		out[i] = awsv1.AMI{ID: im.ID, Name: im.Name, Deprecated: im.Deprecated, Requirements: []corev1.NodeSelectorRequirement{
+			{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{im.Arch}}}}
+	}
 	return out, nil
 }

@@ -5,16 +5,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"mime/multipart"
 	"net/mail"
-	"sort"
+	"net/netip"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
+	"github.com/karpool/karpool/autoscaler/catalog"
 )
 
 // mimeBoundary is fixed so the same inputs give the same user data bytes (and so the same
@@ -24,11 +27,67 @@ const mimeBoundary = "//"
 // bootstrap is what a node needs to join the cluster, in AMI-family-neutral form.
 type bootstrap struct {
 	ClusterName, Endpoint, CA, CIDR string
-	Labels                          map[string]string
-	Taints                          []corev1.Taint
-	Kubelet                         *awsv1.KubeletConfiguration
+	// DNSIP is the cluster DNS address (AL2 and Bottlerocket need it; nodeadm derives it from
+	// CIDR).
+	DNSIP   string
+	Labels  map[string]string
+	Taints  []corev1.Taint
+	Kubelet *awsv1.KubeletConfiguration
+	// MaxPods is the kubelet's pod limit, the instance type's pod capacity (AL2 and
+	// Bottlerocket; 0 leaves it to the AMI). The class's kubelet maxPods wins over it.
+	MaxPods int32
 	// Custom is the EC2NodeClass spec.userData, merged in front of karpool's own part.
 	Custom string
+}
+
+// userData renders the user data of an AMI family. Custom AMIs get spec.userData unchanged:
+// their owners bootstrap the node themselves.
+func userData(family string, b bootstrap) ([]byte, error) {
+	switch family {
+	case catalog.AMIFamilyAL2023:
+		return al2023UserData(b)
+	case catalog.AMIFamilyAL2:
+		return al2UserData(b)
+	case catalog.AMIFamilyBottlerocket:
+		return bottlerocketUserData(b)
+	case catalog.AMIFamilyCustom:
+		return []byte(b.Custom), nil
+	}
+	return nil, fmt.Errorf("AMI family %q: karpool renders user data for AL2023, AL2, Bottlerocket and Custom", family)
+}
+
+// clusterDNS is the cluster DNS address: the class's kubelet clusterDNS, else the tenth
+// address of the service CIDR, where EKS puts kube-dns.
+func clusterDNS(k *awsv1.KubeletConfiguration, cidr string) (string, error) {
+	if k != nil && len(k.ClusterDNS) > 0 {
+		return k.ClusterDNS[0], nil
+	}
+	prefix, err := netip.ParsePrefix(cidr)
+	if err != nil {
+		return "", fmt.Errorf("the cluster's service CIDR %q is not a CIDR (%v); set spec.kubelet.clusterDNS or fix the cluster facts", cidr, err)
+	}
+	a := prefix.Masked().Addr()
+	for range 10 {
+		a = a.Next()
+	}
+	return a.String(), nil
+}
+
+// labelList is key=value,... sorted by key: the kubelet's --node-labels syntax.
+func labelList(labels map[string]string) string {
+	kv := make([]string, 0, len(labels))
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		kv = append(kv, k+"="+labels[k])
+	}
+	return strings.Join(kv, ",")
+}
+
+func taintList(taints []corev1.Taint) string {
+	ts := make([]string, len(taints))
+	for i, t := range taints {
+		ts[i] = t.ToString()
+	}
+	return strings.Join(ts, ",")
 }
 
 // nodeConfig is nodeadm's NodeConfig (node.eks.aws/v1alpha1), the fields karpool sets.
@@ -85,23 +144,10 @@ func al2023UserData(b bootstrap) ([]byte, error) {
 		}
 	}
 	if len(b.Labels) > 0 {
-		keys := make([]string, 0, len(b.Labels))
-		for k := range b.Labels {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		kv := make([]string, len(keys))
-		for i, k := range keys {
-			kv[i] = k + "=" + b.Labels[k]
-		}
-		nc.Spec.Kubelet.Flags = append(nc.Spec.Kubelet.Flags, "--node-labels="+strings.Join(kv, ","))
+		nc.Spec.Kubelet.Flags = append(nc.Spec.Kubelet.Flags, "--node-labels="+labelList(b.Labels))
 	}
 	if len(b.Taints) > 0 {
-		ts := make([]string, len(b.Taints))
-		for i, t := range b.Taints {
-			ts[i] = t.ToString()
-		}
-		nc.Spec.Kubelet.Flags = append(nc.Spec.Kubelet.Flags, "--register-with-taints="+strings.Join(ts, ","))
+		nc.Spec.Kubelet.Flags = append(nc.Spec.Kubelet.Flags, "--register-with-taints="+taintList(b.Taints))
 	}
 	body, err := yaml.Marshal(nc)
 	if err != nil {

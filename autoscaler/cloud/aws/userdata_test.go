@@ -1,10 +1,14 @@
 package aws
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
+	toml "github.com/pelletier/go-toml/v2"
 	corev1 "k8s.io/api/core/v1"
+
+	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 )
 
 func TestAL2023UserDataMergesCustomParts(t *testing.T) {
@@ -53,5 +57,125 @@ func TestKubeletLabel(t *testing.T) {
 		if got := kubeletLabel(key); got != want {
 			t.Errorf("kubeletLabel(%q) = %v, want %v", key, got, want)
 		}
+	}
+}
+
+func TestAL2UserData(t *testing.T) {
+	maxPods, gcHigh := int32(50), int32(85)
+	b := bootstrap{ClusterName: "c1", Endpoint: "https://api.example", CA: "Q0E=", DNSIP: "10.100.0.10", MaxPods: 29,
+		Labels: map[string]string{"team": "blue", "karpenter.sh/nodepool": "default"},
+		Taints: []corev1.Taint{{Key: "karpenter.sh/unregistered", Effect: corev1.TaintEffectNoExecute}, {Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}},
+		Custom: "#!/bin/bash\necho custom\n"}
+	out, err := al2UserData(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(out)
+	want := "/etc/eks/bootstrap.sh 'c1' --apiserver-endpoint 'https://api.example' --b64-cluster-ca 'Q0E=' \\\n" +
+		"--dns-cluster-ip '10.100.0.10' \\\n--use-max-pods false \\\n" +
+		"--kubelet-extra-args '--node-labels=karpenter.sh/nodepool=default,team=blue --register-with-taints=karpenter.sh/unregistered:NoExecute,dedicated=gpu:NoSchedule --max-pods=29'\n"
+	own := strings.Index(s, want)
+	custom := strings.Index(s, "echo custom")
+	if own < 0 || custom < 0 || custom > own || !strings.HasPrefix(s, "MIME-Version: 1.0\n") || !strings.Contains(s, "Content-Type: text/x-shellscript") {
+		t.Errorf("AL2 user data lacks the bootstrap line after the custom part:\n%s", s)
+	}
+	// The class's kubelet settings win over the instance type's pod count and add flags.
+	b.Custom = ""
+	b.Kubelet = &awsv1.KubeletConfiguration{MaxPods: &maxPods, ImageGCHighThresholdPercent: &gcHigh,
+		KubeReserved: map[string]awsv1.ReservedQuantity{"memory": "1Gi", "cpu": "100m"}, EvictionHard: map[string]awsv1.EvictionThreshold{"memory.available": "5%"}}
+	out, err = al2UserData(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"--max-pods=50 --kube-reserved=cpu=100m,memory=1Gi --eviction-hard=memory.available<5% --image-gc-high-threshold=85'"} {
+		if !strings.Contains(string(out), w) || strings.Contains(string(out), "--max-pods=29") {
+			t.Errorf("AL2 user data lacks %q:\n%s", w, out)
+		}
+	}
+}
+
+func TestBottlerocketUserDataMergesCustomTOML(t *testing.T) {
+	b := bootstrap{ClusterName: "c1", Endpoint: "https://api.example", CA: "Q0E=", DNSIP: "10.100.0.10", MaxPods: 29,
+		Labels:  map[string]string{"team": "blue"},
+		Taints:  []corev1.Taint{{Key: "karpenter.sh/unregistered", Effect: corev1.TaintEffectNoExecute}, {Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}},
+		Kubelet: &awsv1.KubeletConfiguration{KubeReserved: map[string]awsv1.ReservedQuantity{"cpu": "100m"}},
+		Custom: "[settings.kubernetes]\ncluster-name = 'other'\nallowed-unsafe-sysctls = ['net.core.somaxconn']\n\n" +
+			"[settings.kubernetes.node-labels]\nowner = 'ops'\n\n[settings.host-containers.admin]\nenabled = true\n"}
+	out, err := bottlerocketUserData(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Settings struct {
+			Kubernetes struct {
+				ClusterName  string              `toml:"cluster-name"`
+				APIServer    string              `toml:"api-server"`
+				CA           string              `toml:"cluster-certificate"`
+				DNS          string              `toml:"cluster-dns-ip"`
+				MaxPods      int                 `toml:"max-pods"`
+				Labels       map[string]string   `toml:"node-labels"`
+				Taints       map[string][]string `toml:"node-taints"`
+				KubeReserved map[string]string   `toml:"kube-reserved"`
+				Sysctls      []string            `toml:"allowed-unsafe-sysctls"`
+			} `toml:"kubernetes"`
+			HostContainers map[string]map[string]bool `toml:"host-containers"`
+		} `toml:"settings"`
+	}
+	if err := toml.Unmarshal(out, &doc); err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	k := doc.Settings.Kubernetes
+	if k.ClusterName != "c1" || k.APIServer != "https://api.example" || k.CA != "Q0E=" || k.DNS != "10.100.0.10" || k.MaxPods != 29 ||
+		k.Labels["team"] != "blue" || k.Labels["owner"] != "ops" || len(k.Sysctls) != 1 || k.KubeReserved["cpu"] != "100m" ||
+		!slices.Equal(k.Taints["karpenter.sh/unregistered"], []string{":NoExecute"}) || !slices.Equal(k.Taints["dedicated"], []string{"gpu:NoSchedule"}) ||
+		!doc.Settings.HostContainers["admin"]["enabled"] {
+		t.Errorf("merged settings %+v from:\n%s", doc.Settings, out)
+	}
+	again, _ := bottlerocketUserData(b)
+	if string(again) != string(out) {
+		t.Errorf("Bottlerocket user data is not deterministic")
+	}
+	b.Custom = "[settings\n"
+	if _, err := bottlerocketUserData(b); err == nil || !strings.Contains(err.Error(), "spec.userData") {
+		t.Errorf("invalid TOML: want a spec.userData error, got %v", err)
+	}
+	b.Custom = "settings = 3\n"
+	if _, err := bottlerocketUserData(b); err == nil || !strings.Contains(err.Error(), "settings must be a TOML table") {
+		t.Errorf("settings not a table: got %v", err)
+	}
+}
+
+func TestClusterDNS(t *testing.T) {
+	for cidr, want := range map[string]string{"10.100.0.0/16": "10.100.0.10", "172.20.0.0/16": "172.20.0.10", "10.96.0.0/24": "10.96.0.10", "fd00:10:96::/108": "fd00:10:96::a"} {
+		if got, err := clusterDNS(nil, cidr); err != nil || got != want {
+			t.Errorf("clusterDNS(%s) = %q, %v; want %s", cidr, got, err, want)
+		}
+	}
+	if got, _ := clusterDNS(&awsv1.KubeletConfiguration{ClusterDNS: []string{"169.254.20.10"}}, "10.100.0.0/16"); got != "169.254.20.10" {
+		t.Errorf("the class's clusterDNS should win, got %s", got)
+	}
+	if _, err := clusterDNS(nil, "nope"); err == nil || !strings.Contains(err.Error(), "spec.kubelet.clusterDNS") {
+		t.Errorf("bad CIDR: got %v", err)
+	}
+}
+
+func TestAliasParameters(t *testing.T) {
+	for alias, want := range map[string][]string{
+		"al2023@latest": {"/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/x86_64/standard/recommended/image_id",
+			"/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/arm64/standard/recommended/image_id"},
+		"al2@latest": {"/aws/service/eks/optimized-ami/1.32/amazon-linux-2/recommended/image_id",
+			"/aws/service/eks/optimized-ami/1.32/amazon-linux-2-arm64/recommended/image_id"},
+		"al2@v20261001": {"/aws/service/eks/optimized-ami/1.32/amazon-linux-2/amazon-eks-node-1.32-v20261001/image_id",
+			"/aws/service/eks/optimized-ami/1.32/amazon-linux-2-arm64/amazon-eks-arm64-node-1.32-v20261001/image_id"},
+		"bottlerocket@latest":  {"/aws/service/bottlerocket/aws-k8s-1.32/x86_64/latest/image_id", "/aws/service/bottlerocket/aws-k8s-1.32/arm64/latest/image_id"},
+		"bottlerocket@v1.49.0": {"/aws/service/bottlerocket/aws-k8s-1.32/x86_64/1.49.0/image_id", "/aws/service/bottlerocket/aws-k8s-1.32/arm64/1.49.0/image_id"},
+	} {
+		got, err := aliasParameters(alias, "1.32")
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("%s: %v %v, want %v", alias, got, err, want)
+		}
+	}
+	if _, err := aliasParameters("windows2022@latest", "1.32"); err == nil || !strings.Contains(err.Error(), "Windows is not supported") {
+		t.Errorf("windows alias: got %v", err)
 	}
 }

@@ -1,0 +1,277 @@
+package aws
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/pricing"
+	pricingtypes "github.com/aws/aws-sdk-go-v2/service/pricing/types"
+
+	"github.com/karpool/karpool/autoscaler/catalog"
+)
+
+// DiscoveryInterval is how often the instance types, their zones and their prices are read
+// again from AWS; DiscoveryRetry is how soon after a failed read.
+const (
+	DiscoveryInterval = 12 * time.Hour
+	DiscoveryRetry    = 5 * time.Minute
+)
+
+// discovered is what the EC2 and Price List APIs said about the region. A nil map means that
+// source has never been read successfully, and the embedded catalog stands in for it.
+type discovered struct {
+	// types are the instance types DescribeInstanceTypes lists.
+	types map[string]bool
+	// zones are the zones DescribeInstanceTypeOfferings offers each type in.
+	zones map[string]map[string]bool
+	// onDemand is the Linux on-demand price per hour from Pricing GetProducts.
+	onDemand map[string]float64
+	// spot is the current spot price per (type, zone) from DescribeSpotPriceHistory.
+	spot map[[2]string]float64
+}
+
+// discovery keeps the discovered facts and when to read them again.
+type discovery struct {
+	// refresh serializes reads of the APIs; mu guards the fields.
+	refresh sync.Mutex
+	mu      sync.Mutex
+	data    discovered
+	next    time.Time
+	// errs are the failures of the last refresh, for logs and tests.
+	errs []error
+}
+
+// pricingRegion is the Price List API endpoint that serves a region's prices: it runs in
+// us-east-1, ap-south-1 and eu-central-1 only.
+func pricingRegion(region string) string {
+	switch {
+	case strings.HasPrefix(region, "ap-"):
+		return "ap-south-1"
+	case strings.HasPrefix(region, "eu-"), strings.HasPrefix(region, "me-"), strings.HasPrefix(region, "af-"), strings.HasPrefix(region, "il-"):
+		return "eu-central-1"
+	}
+	return "us-east-1"
+}
+
+// RefreshInstanceTypes reads instance types, offerings and prices from AWS now, keeping what it
+// had (or the embedded catalog) for each source that fails. It returns the failures. Launches
+// and InstanceTypes call it when DiscoveryInterval has passed; a controller may call it at
+// start-up to have current prices before the first scheduling round.
+func (p *Provider) RefreshInstanceTypes(ctx context.Context) error {
+	d := &p.discovery
+	d.refresh.Lock()
+	defer d.refresh.Unlock()
+	var errs []error
+	types, err := p.discoverTypes(ctx)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("DescribeInstanceTypes: %w", err))
+	}
+	zones, err := p.discoverOfferings(ctx)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("DescribeInstanceTypeOfferings: %w", err))
+	}
+	onDemand, err := p.discoverOnDemandPrices(ctx)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("pricing GetProducts: %w", err))
+	}
+	spot, err := p.discoverSpotPrices(ctx)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("DescribeSpotPriceHistory: %w", err))
+	}
+	now := p.opts.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if types != nil {
+		d.data.types = types
+	}
+	if zones != nil {
+		d.data.zones = zones
+	}
+	if onDemand != nil {
+		d.data.onDemand = onDemand
+	}
+	if spot != nil {
+		d.data.spot = spot
+	}
+	d.errs = errs
+	d.next = now.Add(DiscoveryInterval)
+	if len(errs) > 0 {
+		d.next = now.Add(DiscoveryRetry)
+		return fmt.Errorf("reading instance types and prices from AWS (the embedded catalog stands in for what failed): %v", errs)
+	}
+	return nil
+}
+
+// refreshIfDue refreshes when the interval has passed. Failures are not returned: the last
+// good data or the catalog stand in, and the next call after DiscoveryRetry tries again.
+func (p *Provider) refreshIfDue(ctx context.Context) {
+	d := &p.discovery
+	d.mu.Lock()
+	due := !p.opts.Now().Before(d.next)
+	d.mu.Unlock()
+	if due {
+		_ = p.RefreshInstanceTypes(ctx)
+	}
+}
+
+func (p *Provider) discoverTypes(ctx context.Context) (map[string]bool, error) {
+	out := map[string]bool{}
+	pg := ec2.NewDescribeInstanceTypesPaginator(p.ec2, &ec2.DescribeInstanceTypesInput{MaxResults: aws.Int32(100)})
+	for pg.HasMorePages() {
+		page, err := pg.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range page.InstanceTypes {
+			out[string(it.InstanceType)] = true
+		}
+	}
+	return out, nil
+}
+
+func (p *Provider) discoverOfferings(ctx context.Context) (map[string]map[string]bool, error) {
+	out := map[string]map[string]bool{}
+	pg := ec2.NewDescribeInstanceTypeOfferingsPaginator(p.ec2, &ec2.DescribeInstanceTypeOfferingsInput{
+		LocationType: ec2types.LocationTypeAvailabilityZone, MaxResults: aws.Int32(1000)})
+	for pg.HasMorePages() {
+		page, err := pg.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range page.InstanceTypeOfferings {
+			t := string(o.InstanceType)
+			if out[t] == nil {
+				out[t] = map[string]bool{}
+			}
+			out[t][aws.ToString(o.Location)] = true
+		}
+	}
+	return out, nil
+}
+
+// priceListProduct is the part of a Price List product document karpool reads.
+type priceListProduct struct {
+	Product struct {
+		Attributes struct {
+			InstanceType string `json:"instanceType"`
+		} `json:"attributes"`
+	} `json:"product"`
+	Terms struct {
+		OnDemand map[string]struct {
+			PriceDimensions map[string]struct {
+				PricePerUnit map[string]string `json:"pricePerUnit"`
+			} `json:"priceDimensions"`
+		} `json:"OnDemand"`
+	} `json:"terms"`
+}
+
+// discoverOnDemandPrices reads the region's Linux, shared-tenancy, no-license on-demand prices.
+func (p *Provider) discoverOnDemandPrices(ctx context.Context) (map[string]float64, error) {
+	term := func(field, value string) pricingtypes.Filter {
+		return pricingtypes.Filter{Field: aws.String(field), Value: aws.String(value), Type: pricingtypes.FilterTypeTermMatch}
+	}
+	in := &pricing.GetProductsInput{ServiceCode: aws.String("AmazonEC2"), MaxResults: aws.Int32(100), Filters: []pricingtypes.Filter{
+		term("regionCode", p.region), term("operatingSystem", "Linux"), term("tenancy", "Shared"), term("preInstalledSw", "NA"),
+		term("capacitystatus", "Used"), term("licenseModel", "No License required"),
+	}}
+	out := map[string]float64{}
+	pg := pricing.NewGetProductsPaginator(p.pricing, in)
+	for pg.HasMorePages() {
+		page, err := pg.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, doc := range page.PriceList {
+			var prod priceListProduct
+			if err := json.Unmarshal([]byte(doc), &prod); err != nil {
+				return nil, fmt.Errorf("a price list document is not the JSON AWS documents: %w", err)
+			}
+			for _, t := range prod.Terms.OnDemand {
+				for _, dim := range t.PriceDimensions {
+					usd, err := strconv.ParseFloat(dim.PricePerUnit["USD"], 64)
+					if err == nil && usd > 0 && prod.Product.Attributes.InstanceType != "" {
+						out[prod.Product.Attributes.InstanceType] = usd
+					}
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// discoverSpotPrices reads the spot prices in effect now, per type and zone.
+func (p *Provider) discoverSpotPrices(ctx context.Context) (map[[2]string]float64, error) {
+	out := map[[2]string]float64{}
+	latest := map[[2]string]time.Time{}
+	pg := ec2.NewDescribeSpotPriceHistoryPaginator(p.ec2, &ec2.DescribeSpotPriceHistoryInput{
+		ProductDescriptions: []string{"Linux/UNIX", "Linux/UNIX (Amazon VPC)"}, StartTime: aws.Time(p.opts.Now()), MaxResults: aws.Int32(1000)})
+	for pg.HasMorePages() {
+		page, err := pg.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, sp := range page.SpotPriceHistory {
+			k := [2]string{string(sp.InstanceType), aws.ToString(sp.AvailabilityZone)}
+			price, err := strconv.ParseFloat(aws.ToString(sp.SpotPrice), 64)
+			if err != nil {
+				continue
+			}
+			if at := aws.ToTime(sp.Timestamp); latest[k].IsZero() || at.After(latest[k]) {
+				out[k], latest[k] = price, at
+			}
+		}
+	}
+	return out, nil
+}
+
+// instanceTypes is the catalog's view of the instance types (capacity and allocatable always
+// follow the catalog's rules) with what AWS said applied: only types EC2 lists, offerings only
+// in the zones EC2 offers them, current on-demand and spot prices. Marked offerings are
+// unavailable.
+func (p *Provider) instanceTypes(opts catalog.NodeClassOptions, now time.Time) []catalog.InstanceType {
+	p.discovery.mu.Lock()
+	d := p.discovery.data
+	p.discovery.mu.Unlock()
+	its := p.opts.Catalog.InstanceTypes(opts)
+	out := its[:0]
+	for _, it := range its {
+		if d.types != nil && !d.types[it.Name] {
+			continue
+		}
+		spec, _ := p.opts.Catalog.Spec(it.Name)
+		var offerings []catalog.Offering
+		for _, o := range it.Offerings {
+			if o.CapacityType != catalog.CapacityTypeOnDemand || (d.zones != nil && !d.zones[it.Name][o.Zone]) {
+				continue
+			}
+			// The catalog offers on-demand in every zone it knows; spot only where it has a price.
+			if price, ok := d.onDemand[it.Name]; ok {
+				o.PricePerHour, o.Estimated = price, false
+			}
+			offerings = append(offerings, o)
+			switch {
+			case d.spot != nil:
+				if price, ok := d.spot[[2]string{it.Name, o.Zone}]; ok {
+					offerings = append(offerings, catalog.Offering{Zone: o.Zone, CapacityType: catalog.CapacityTypeSpot, PricePerHour: price, Available: true})
+				}
+			case spec.SpotPrice > 0:
+				offerings = append(offerings, catalog.Offering{Zone: o.Zone, CapacityType: catalog.CapacityTypeSpot, PricePerHour: spec.SpotPrice, Available: true, Estimated: true})
+			}
+		}
+		if len(offerings) == 0 {
+			continue
+		}
+		catalog.SortOfferings(offerings)
+		it.Offerings = offerings
+		out = append(out, it)
+	}
+	return p.opts.Unavailable.Apply(out, now)
+}

@@ -1,0 +1,195 @@
+package aws
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
+	corev1 "k8s.io/api/core/v1"
+
+	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
+)
+
+// ErrProfileNotOwned is matched by errors about an instance profile that has karpool's name for
+// a class but not its ownership tags: karpool leaves such a profile alone. They match
+// ErrInvalidClass too.
+var ErrProfileNotOwned = errors.New("instance profile is not owned by this cluster")
+
+// InstanceProfileName is the name of the instance profile karpool manages for an EC2NodeClass
+// with spec.role: the cluster name and a hash of the region and the class name, so that the
+// name is stable across restarts, distinct per region and class, and within IAM's 128
+// characters whatever the cluster is called.
+func (p *Provider) InstanceProfileName(class string) string {
+	sum := sha256.Sum256([]byte(p.region + "/" + class))
+	cluster := p.opts.ClusterName
+	// 128 characters at most: "<cluster>_" + 20 hex digits.
+	if len(cluster) > 107 {
+		cluster = cluster[:107]
+	}
+	return cluster + "_" + hex.EncodeToString(sum[:10])
+}
+
+// profileTags are the tags of a managed instance profile: the class's tags, then the ones the
+// controller policy's conditions require (kubernetes.io/cluster/<cluster>=owned,
+// eks:eks-cluster-name, topology.kubernetes.io/region, karpenter.k8s.aws/ec2nodeclass).
+func (p *Provider) profileTags(nc *awsv1.EC2NodeClass) map[string]string {
+	m := maps.Clone(nc.Spec.Tags)
+	if m == nil {
+		m = map[string]string{}
+	}
+	maps.Copy(m, map[string]string{
+		tagClusterOwned + p.opts.ClusterName: "owned",
+		TagEKSCluster:                        p.opts.ClusterName,
+		corev1.LabelTopologyRegion:           p.region,
+		awsv1.LabelNodeClass:                 nc.Name,
+	})
+	return m
+}
+
+// owned reports whether a profile carries the tags that make it this cluster's: the controller
+// policy only lets karpool change profiles tagged so.
+func (p *Provider) owned(tags []iamtypes.Tag) bool {
+	m := map[string]string{}
+	for _, t := range tags {
+		m[aws.ToString(t.Key)] = aws.ToString(t.Value)
+	}
+	return m[tagClusterOwned+p.opts.ClusterName] == "owned" && m[corev1.LabelTopologyRegion] == p.region && m[awsv1.LabelNodeClass] != ""
+}
+
+// roleName strips an IAM path from spec.role ("path/to/Role" → "Role"):
+// AddRoleToInstanceProfile takes the bare name.
+func roleName(role string) string {
+	return role[strings.LastIndex(role, "/")+1:]
+}
+
+// EnsureInstanceProfile returns the instance profile nodes of the class launch with. With
+// spec.instanceProfile it checks that the profile exists. With spec.role it creates the profile
+// named InstanceProfileName(class) when missing (tagged kubernetes.io/cluster/<cluster>=owned,
+// eks:eks-cluster-name, topology.kubernetes.io/region and karpenter.k8s.aws/ec2nodeclass, plus
+// the class's tags), adds the tags the class gained since, and puts the role in it, replacing
+// another role. Calling it again is cheap when nothing changed (one GetInstanceProfile).
+func (p *Provider) EnsureInstanceProfile(ctx context.Context, nc *awsv1.EC2NodeClass) (string, error) {
+	if name := aws.ToString(nc.Spec.InstanceProfile); name != "" {
+		_, err := p.iam.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(name)})
+		if errorCode(err) == "NoSuchEntity" {
+			return "", invalidf("EC2NodeClass %s: spec.instanceProfile: instance profile %q does not exist; create it (with the node role in it) or set spec.role instead", nc.Name, name)
+		}
+		if err != nil {
+			return "", fmt.Errorf("EC2NodeClass %s: reading instance profile %q: %w", nc.Name, name, err)
+		}
+		return name, nil
+	}
+	if nc.Spec.Role == "" {
+		return "", invalidf("EC2NodeClass %s: set spec.role (karpool then manages an instance profile) or spec.instanceProfile", nc.Name)
+	}
+	name := p.InstanceProfileName(nc.Name)
+	want := p.profileTags(nc)
+	role := roleName(nc.Spec.Role)
+
+	var profile *iamtypes.InstanceProfile
+	out, err := p.iam.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(name)})
+	switch {
+	case err == nil:
+		profile = out.InstanceProfile
+	case errorCode(err) == "NoSuchEntity":
+		created, cerr := p.iam.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: aws.String(name), Tags: iamTags(want)})
+		switch {
+		case cerr == nil:
+			profile = created.InstanceProfile
+		case errorCode(cerr) == "EntityAlreadyExists":
+			// Another replica created it in between.
+			if out, err = p.iam.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(name)}); err != nil {
+				return "", fmt.Errorf("EC2NodeClass %s: reading instance profile %s: %w", nc.Name, name, err)
+			}
+			profile = out.InstanceProfile
+		default:
+			return "", fmt.Errorf("EC2NodeClass %s: creating instance profile %s: %w", nc.Name, name, cerr)
+		}
+	default:
+		return "", fmt.Errorf("EC2NodeClass %s: reading instance profile %s: %w", nc.Name, name, err)
+	}
+	if !p.owned(profile.Tags) {
+		return "", &classError{also: ErrProfileNotOwned, msg: fmt.Sprintf("EC2NodeClass %s: instance profile %s exists but is not tagged %s%s=owned, %s=%s and %s; karpool changes only profiles it created: delete it or set spec.instanceProfile",
+			nc.Name, name, tagClusterOwned, p.opts.ClusterName, corev1.LabelTopologyRegion, p.region, awsv1.LabelNodeClass)}
+	}
+	have := map[string]string{}
+	for _, t := range profile.Tags {
+		have[aws.ToString(t.Key)] = aws.ToString(t.Value)
+	}
+	missing := false
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || hv != v {
+			missing = true
+		}
+	}
+	if missing {
+		if _, err := p.iam.TagInstanceProfile(ctx, &iam.TagInstanceProfileInput{InstanceProfileName: aws.String(name), Tags: iamTags(want)}); err != nil {
+			return "", fmt.Errorf("EC2NodeClass %s: tagging instance profile %s: %w", nc.Name, name, err)
+		}
+	}
+	// A profile holds at most one role.
+	for _, r := range profile.Roles {
+		if aws.ToString(r.RoleName) == role {
+			return name, nil
+		}
+		if _, err := p.iam.RemoveRoleFromInstanceProfile(ctx, &iam.RemoveRoleFromInstanceProfileInput{
+			InstanceProfileName: aws.String(name), RoleName: r.RoleName}); err != nil && errorCode(err) != "NoSuchEntity" {
+			return "", fmt.Errorf("EC2NodeClass %s: removing the previous role %s from instance profile %s: %w", nc.Name, aws.ToString(r.RoleName), name, err)
+		}
+	}
+	_, err = p.iam.AddRoleToInstanceProfile(ctx, &iam.AddRoleToInstanceProfileInput{InstanceProfileName: aws.String(name), RoleName: aws.String(role)})
+	switch {
+	case err == nil:
+	case errorCode(err) == "NoSuchEntity":
+		return "", invalidf("EC2NodeClass %s: spec.role: IAM role %q does not exist; create the node role (for example KarpenterNodeRole-%s) or fix the name", nc.Name, role, p.opts.ClusterName)
+	case errorCode(err) == "LimitExceeded":
+		// Another replica added a role in between; the next call sees which.
+		return "", fmt.Errorf("EC2NodeClass %s: instance profile %s changed while adding role %s, retry: %w", nc.Name, name, role, err)
+	default:
+		return "", fmt.Errorf("EC2NodeClass %s: adding role %s to instance profile %s: %w", nc.Name, role, name, err)
+	}
+	return name, nil
+}
+
+// DeleteInstanceProfile deletes the instance profile karpool created for the class (removing
+// its role first). A profile that does not exist, or that lacks this cluster's ownership tags,
+// is left alone without error. Call it once no instance uses the profile any more.
+func (p *Provider) DeleteInstanceProfile(ctx context.Context, nc *awsv1.EC2NodeClass) error {
+	name := p.InstanceProfileName(nc.Name)
+	out, err := p.iam.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(name)})
+	if errorCode(err) == "NoSuchEntity" {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("EC2NodeClass %s: reading instance profile %s: %w", nc.Name, name, err)
+	}
+	if !p.owned(out.InstanceProfile.Tags) {
+		return nil
+	}
+	for _, r := range out.InstanceProfile.Roles {
+		if _, err := p.iam.RemoveRoleFromInstanceProfile(ctx, &iam.RemoveRoleFromInstanceProfileInput{
+			InstanceProfileName: aws.String(name), RoleName: r.RoleName}); err != nil && errorCode(err) != "NoSuchEntity" {
+			return fmt.Errorf("EC2NodeClass %s: removing role %s from instance profile %s: %w", nc.Name, aws.ToString(r.RoleName), name, err)
+		}
+	}
+	if _, err := p.iam.DeleteInstanceProfile(ctx, &iam.DeleteInstanceProfileInput{InstanceProfileName: aws.String(name)}); err != nil && errorCode(err) != "NoSuchEntity" {
+		return fmt.Errorf("EC2NodeClass %s: deleting instance profile %s: %w", nc.Name, name, err)
+	}
+	return nil
+}
+
+func iamTags(m map[string]string) []iamtypes.Tag {
+	out := make([]iamtypes.Tag, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, iamtypes.Tag{Key: aws.String(k), Value: aws.String(m[k])})
+	}
+	return out
+}
