@@ -307,8 +307,11 @@ func solveLP(types []*Type, demand *[catalog.NumResources]float64, limits *Limit
 	res.LP = d.z
 
 	// Node counts (the covering LP's solution) and shadow prices.
+	// Check the certificate on the way: the covering solution meets the demand and costs what
+	// the dual says.
 	xs := d.dual()
 	primalCost := 0.0
+	got := make([]float64, len(resources))
 	for i, t := range types {
 		x := xs[i]
 		if t.Price > 0 {
@@ -317,24 +320,14 @@ func solveLP(types []*Type, demand *[catalog.NumResources]float64, limits *Limit
 		if x > 1e-12 {
 			res.Mix = append(res.Mix, Share{Type: t.Name, Nodes: x})
 			primalCost += x * t.Price
+			for j, r := range resources {
+				got[j] += x * float64(t.Allocatable[r])
+			}
 		}
 	}
 	y := d.primal()
 	for j, r := range resources {
 		res.ShadowPrices[r] = y[j] / demand[r]
-	}
-
-	// Check the certificate: the covering solution meets the demand and costs what the dual says.
-	got := make([]float64, len(resources))
-	for _, s := range res.Mix {
-		for _, t := range types {
-			if t.Name == s.Type {
-				for j, r := range resources {
-					got[j] += s.Nodes * float64(t.Allocatable[r])
-				}
-				break
-			}
-		}
 	}
 	for j, r := range resources {
 		if got[j] < demand[r]*(1-1e-6) {

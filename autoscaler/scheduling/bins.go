@@ -26,6 +26,8 @@ type bin struct {
 	labels map[string]string
 	taints []corev1.Taint
 	closed bool // cordoned or otherwise not accepting pods
+	// preferTaints are PreferNoSchedule taints (existing nodes and in-flight NodeClaims).
+	preferTaints []corev1.Taint
 	// zone is the zone index; -1 means undecided (new) or no zone label (existing).
 	zone  int32
 	alloc catalog.Resources // what pods may use (new: the target type's usable resources)
@@ -83,6 +85,13 @@ func (b *bin) acceptsSig(sig *nodeSig) bool {
 			return false
 		}
 	}
+	if sig.avoid {
+		for _, t := range b.preferTaints {
+			if !tolerates(sig.tols, t.Key, t.Value, t.Effect) {
+				return false
+			}
+		}
+	}
 	return true
 }
 
@@ -130,6 +139,10 @@ func (s *solver) buildExisting() {
 			startup = s.pools[b.pool].np.Spec.Template.Spec.StartupTaints
 		}
 		for _, t := range n.Spec.Taints {
+			if t.Effect == corev1.TaintEffectPreferNoSchedule {
+				b.preferTaints = append(b.preferTaints, t)
+				s.preferTaints = true
+			}
 			if !blockingEffect(t.Effect) {
 				continue
 			}
@@ -181,8 +194,12 @@ func (s *solver) buildExisting() {
 			b.zone = int32(z)
 		}
 		for _, t := range nc.Spec.Taints {
-			if blockingEffect(t.Effect) {
+			switch {
+			case blockingEffect(t.Effect):
 				b.taints = append(b.taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
+			case t.Effect == corev1.TaintEffectPreferNoSchedule:
+				b.preferTaints = append(b.preferTaints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
+				s.preferTaints = true
 			}
 		}
 		var ti *typeInfo
@@ -313,7 +330,7 @@ func (s *solver) bestType(b *bin) int {
 		if prices[i] >= bestPrice || !fits(&b.used, &t.usable) || math.IsInf(prices[i], 1) || !b.sideOK(i) {
 			return true
 		}
-		if i != int(b.target) && !p.fitsLimitsSwap(cur, t) {
+		if i != int(b.target) && (!p.fitsLimitsSwap(cur, t) || !s.keepsMinValues(p, cur, t, b)) {
 			return true
 		}
 		best, bestPrice = i, prices[i]

@@ -48,37 +48,36 @@ func singleTypeFFD(reqs []catalog.Resources, usable catalog.Resources) int {
 	return len(bins)
 }
 
+// bestSingleType is the cheapest first-fit-decreasing packing of the input's pods on one
+// instance type of 8 to 64 vCPUs of its only pool: the type and the cost.
+func bestSingleType(in *scheduling.Input) (string, float64) {
+	var reqs []catalog.Resources
+	for _, p := range in.Pods {
+		r, _ := scheduling.PodRequests(p)
+		reqs = append(reqs, r)
+	}
+	sort.Slice(reqs, func(i, j int) bool { return reqs[i][0] > reqs[j][0] })
+	best, bestName := math.Inf(1), ""
+	for _, pt := range scheduling.PoolTypes(in, 0) {
+		if pt.Type.Capacity[catalog.CPU] < 8000 || pt.Type.Capacity[catalog.CPU] > 64000 {
+			continue
+		}
+		if n := singleTypeFFD(reqs, pt.Type.Allocatable); n >= 0 && float64(n)*pt.PricePerHour < best {
+			best, bestName = float64(n)*pt.PricePerHour, pt.Type.Name
+		}
+	}
+	return bestName, best
+}
+
 func TestCalibrateSingleType(t *testing.T) {
 	if os.Getenv("CALIBRATE") == "" {
 		t.Skip()
 	}
-	type cfg struct{ cs, ms float64 }
-	for _, cf := range []cfg{{0.9, 0.2}} {
-		for _, np := range []*karpv1.NodePool{allNonBurstablePool(), cmrPool()} {
-			in := lognormalInput(t, calibPods(), np)
-			var reqs []catalog.Resources
-			for _, p := range in.Pods {
-				r, _ := scheduling.PodRequests(p)
-				reqs = append(reqs, r)
-			}
-			sort.Slice(reqs, func(i, j int) bool { return reqs[i][0] > reqs[j][0] })
-			bound := lowerBound(t, in).LowerBound
-			best, bestName := 1e18, ""
-			for _, pt := range scheduling.PoolTypes(in, 0) {
-				if pt.Type.Capacity[catalog.CPU] < 8000 || pt.Type.Capacity[catalog.CPU] > 64000 {
-					continue
-				}
-				n := singleTypeFFD(reqs, pt.Type.Allocatable)
-				if n < 0 {
-					continue
-				}
-				c := float64(n) * pt.PricePerHour
-				if c < best {
-					best, bestName = c, pt.Type.Name
-				}
-			}
-			t.Logf("cpuσ %.1f memσ %.1f best single type %s: $%.2f/h = %.3f × bound %.2f", cf.cs, cf.ms, bestName, best, best/bound, bound)
-		}
+	for _, np := range []*karpv1.NodePool{allNonBurstablePool(), cmrPool()} {
+		in := lognormalInput(t, calibPods(), np)
+		bound := lowerBound(t, in).LowerBound
+		name, cost := bestSingleType(in)
+		t.Logf("best single type %s: $%.2f/h = %.3f × bound %.2f", name, cost, cost/bound, bound)
 	}
 }
 
@@ -183,10 +182,142 @@ func TestCalibrateGroups(t *testing.T) {
 }
 
 func calibPods() []*corev1.Pod {
+	seed := int64(1)
+	if v := os.Getenv("SEED"); v != "" {
+		fmt.Sscan(v, &seed)
+	}
 	if os.Getenv("INDEP") != "" {
 		var sg float64
 		fmt.Sscan(os.Getenv("INDEP"), &sg)
-		return workload.Pods(workload.LognormalIndependentShapes(10000, 1, sg))
+		return workload.Pods(workload.LognormalIndependentShapes(10000, seed, sg))
 	}
-	return workload.Lognormal(10000)
+	return workload.Pods(workload.LognormalShapes(10000, seed))
+}
+
+// TestCalibrateBoundMix prints the LP mix behind the bound and how the best single type compares
+// for several memory-ratio spreads of the lognormal profile.
+func TestCalibrateBoundMix(t *testing.T) {
+	if os.Getenv("CALIBRATE") == "" {
+		t.Skip()
+	}
+	for _, ms := range []float64{0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0} {
+		pods := workload.Pods(workload.LognormalShapesWith(10000, 1, 0.9, ms))
+		in := lognormalInput(t, pods, allNonBurstablePool())
+		b := lowerBound(t, in)
+		var c, m float64
+		for _, p := range in.Pods {
+			r, _ := scheduling.PodRequests(p)
+			c += float64(r[catalog.CPU])
+			m += float64(r[catalog.Memory])
+		}
+		name, cost := bestSingleType(in)
+		t.Logf("memσ %.1f: GiB/vCPU %.2f, bound $%.2f (mix %v), single %s %.3f ×", ms, m/c*1000/float64(1<<30), b.LowerBound, b.Mix, name, cost/b.LowerBound)
+	}
+}
+
+// TestCalibrateBoundVariants: the bound, the best single type and the engine on variants of the
+// all-types pool (without a1, with spot, generations above 4).
+func TestCalibrateBoundVariants(t *testing.T) {
+	if os.Getenv("CALIBRATE") == "" {
+		t.Skip()
+	}
+	pods := workload.Lognormal(10000)
+	noA1 := allNonBurstablePool()
+	noA1.Spec.Template.Spec.Requirements = append(noA1.Spec.Template.Spec.Requirements, karpv1.NodePoolRequirement{Key: "karpenter.k8s.aws/instance-family", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"a1"}})
+	spot := allNonBurstablePool()
+	spot.Spec.Template.Spec.Requirements[0].Values = []string{"spot", "on-demand"}
+	nitro := allNonBurstablePool()
+	nitro.Spec.Template.Spec.Requirements = append(nitro.Spec.Template.Spec.Requirements, karpv1.NodePoolRequirement{Key: "karpenter.k8s.aws/instance-generation", Operator: "Gt", Values: []string{"4"}})
+	for _, c := range []struct {
+		name string
+		np   *karpv1.NodePool
+	}{{"all", allNonBurstablePool()}, {"no a1", noA1}, {"spot+od", spot}, {"gen>4", nitro}} {
+		in := lognormalInput(t, pods, c.np)
+		b := lowerBound(t, in).LowerBound
+		name, cost := bestSingleType(in)
+		res := scheduling.Solve(in)
+		t.Logf("%s: bound $%.2f, whole-pod bound %.3f ×; single %s %.3f ×; engine %.3f ×", c.name, b, wholePodBound(t, in)/b, name, cost/b, res.TotalPricePerHour()/b)
+	}
+}
+
+// TestCalibrateEngineMix prints the engine's NodeClaims by type with their utilization
+// (SEED, INDEP and POOL=cmr select the input).
+func TestCalibrateEngineMix(t *testing.T) {
+	if os.Getenv("CALIBRATE") == "" {
+		t.Skip()
+	}
+	pools := []*karpv1.NodePool{allNonBurstablePool(), cmrPool()}
+	if os.Getenv("POOL") == "cmr" {
+		pools = pools[1:]
+	}
+	for _, np := range pools {
+		in := lognormalInput(t, calibPods(), np)
+		res := scheduling.Solve(in)
+		type agg struct {
+			n          int
+			price      float64
+			cpu, mem   float64
+			acpu, amem float64
+		}
+		m := map[string]*agg{}
+		var names []string
+		for _, nc := range res.NodeClaims {
+			it, _ := nc.Cheapest()
+			a := m[it.Name]
+			if a == nil {
+				a = &agg{}
+				m[it.Name] = a
+				names = append(names, it.Name)
+			}
+			a.n++
+			a.price += nc.PricePerHour()
+			a.cpu += float64(nc.PodRequests[0])
+			a.mem += float64(nc.PodRequests[1])
+			a.acpu += float64(it.Allocatable[0])
+			a.amem += float64(it.Allocatable[1])
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			a := m[n]
+			t.Logf("%-16s ×%3d $%7.2f cpu %.1f%% mem %.1f%% podratio %.2f", n, a.n, a.price, 100*a.cpu/a.acpu, 100*a.mem/a.amem, a.mem/a.cpu*1000/(1<<30))
+		}
+		t.Logf("total $%.2f", res.TotalPricePerHour())
+	}
+}
+
+// TestCalibrateSeeds prints cost/bound (and, in parentheses, cost/whole-pod bound) over several
+// seeds, profiles and pools.
+func TestCalibrateSeeds(t *testing.T) {
+	if os.Getenv("CALIBRATE") == "" {
+		t.Skip()
+	}
+	spot := func() *karpv1.NodePool {
+		np := allNonBurstablePool()
+		np.Spec.Template.Spec.Requirements[0].Values = []string{"spot", "on-demand"}
+		return np
+	}
+	pools := []struct {
+		name string
+		np   func() *karpv1.NodePool
+	}{{"all", allNonBurstablePool}, {"cmr", cmrPool}, {"spot", spot}}
+	for _, prof := range []string{"lognormal", "independent"} {
+		for _, pl := range pools {
+			line := ""
+			sum := 0.0
+			for seed := int64(1); seed <= 6; seed++ {
+				var pods []*corev1.Pod
+				if prof == "lognormal" {
+					pods = workload.Pods(workload.LognormalShapes(10000, seed))
+				} else {
+					pods = workload.Pods(workload.LognormalIndependentShapes(10000, seed, 0.9))
+				}
+				in := lognormalInput(t, pods, pl.np())
+				res := scheduling.Solve(in)
+				r := res.TotalPricePerHour() / lowerBound(t, in).LowerBound
+				sum += r
+				line += fmt.Sprintf(" %.4f (%.4f)", r, res.TotalPricePerHour()/wholePodBound(t, in))
+			}
+			t.Logf("%-11s %-4s mean %.4f:%s", prof, pl.name, sum/6, line)
+		}
+	}
 }

@@ -388,14 +388,14 @@ func (s *solver) buildClasses() {
 
 // buildVariants parses a class's constraints into relaxation levels, Karpenter's order: drop
 // preferred pod affinity terms (heaviest first), then preferred anti-affinity terms, then preferred
-// node affinity terms, then ScheduleAnyway spread constraints; for each level try the required
-// node affinity terms in order.
+// node affinity terms, then ScheduleAnyway spread constraints, then tolerate PreferNoSchedule
+// taints; for each level try the required node affinity terms in order.
 func (s *solver) buildVariants(c *class, pod *corev1.Pod) {
 	spec := &pod.Spec
 	terms := nodeTerms(spec)
 	for _, term := range terms {
-		c.reqSigs = append(c.reqSigs, s.sigFor(term, spec.Tolerations))
-		c.reqSigsAll = append(c.reqSigsAll, s.sigFor(term, tolerateAll))
+		c.reqSigs = append(c.reqSigs, s.sigFor(term, spec.Tolerations, false))
+		c.reqSigsAll = append(c.reqSigsAll, s.sigFor(term, tolerateAll, false))
 	}
 	var prefNode []corev1.PreferredSchedulingTerm
 	var prefAff, prefAnti []corev1.WeightedPodAffinityTerm
@@ -457,7 +457,14 @@ func (s *solver) buildVariants(c *class, pod *corev1.Pod) {
 		prefAntiC[i] = s.affFor(c, pod, &prefAnti[i].PodAffinityTerm, false)
 	}
 
+	// PreferNoSchedule taints (when some pool or node has one) are avoided at every level and
+	// tolerated at one more, the last, as Karpenter's final relaxation does.
 	steps := len(prefAff) + len(prefAnti) + len(prefNode) + len(soft)
+	avoidUpTo := -1
+	if s.preferTaints && !s.in.Options.IgnorePreferences {
+		avoidUpTo = steps
+		steps++
+	}
 	for level := 0; level <= steps; level++ {
 		// How many of each preference kind are dropped at this level.
 		rem := level
@@ -477,7 +484,7 @@ func (s *solver) buildVariants(c *class, pod *corev1.Pod) {
 					reqs = append(reqs, newReq(e.Key, e.Operator, e.Values))
 				}
 			}
-			v.sig = s.sigFor(reqs, spec.Tolerations)
+			v.sig = s.sigFor(reqs, spec.Tolerations, level <= avoidUpTo)
 			v.spreads = append(slices.Clone(hardSpreads), softSpreads[dSoft:]...)
 			v.affs = append(slices.Clone(hardAffs), prefAffC[dAff:]...)
 			v.antis = append(slices.Clone(hardAntis), prefAntiC[dAnti:]...)

@@ -404,3 +404,100 @@ func TestEdgeCases(t *testing.T) {
 		t.Errorf("static pool: %+v", res.Unschedulable)
 	}
 }
+
+// TestMinValuesWithinLimits: in a pool with limits, every option of a NodeClaim keeps the pool
+// within them (the other NodeClaims as their cheapest option), and minValues is met by those
+// options alone; what does not fit that way stays pending.
+func TestMinValuesWithinLimits(t *testing.T) {
+	for _, limit := range []string{"6", "8", "10", "12", "16"} {
+		p := pool("default", func(np *karpv1.NodePool) {
+			np.Spec.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(limit)}
+			np.Spec.Template.Spec.Requirements = []karpv1.NodePoolRequirement{
+				{Key: "node.kubernetes.io/instance-type", Operator: corev1.NodeSelectorOpExists, MinValues: ptr(3)},
+			}
+		})
+		res := solve(t, &scheduling.Input{Pods: pods("p", 12, "900m", "1Gi"), Pools: []scheduling.Pool{p}})
+		maxCPU := resource.MustParse(limit)
+		var used int64
+		for _, nc := range res.NodeClaims {
+			it, _ := nc.Cheapest()
+			used += it.Capacity[catalog.CPU]
+		}
+		if used > maxCPU.MilliValue() {
+			t.Fatalf("limit %s: NodeClaims use %dm cpu", limit, used)
+		}
+		for _, nc := range res.NodeClaims {
+			it, _ := nc.Cheapest()
+			if len(nc.InstanceTypes) < 3 {
+				t.Errorf("limit %s: %s lists %d types, minValues 3", limit, nc.Name, len(nc.InstanceTypes))
+			}
+			for _, o := range nc.InstanceTypes {
+				if alt := used - it.Capacity[catalog.CPU] + o.Type.Capacity[catalog.CPU]; alt > maxCPU.MilliValue() {
+					t.Errorf("limit %s: %s lists %s, which would take the pool to %dm cpu", limit, nc.Name, o.Type.Name, alt)
+				}
+			}
+		}
+		if len(res.Bindings)+len(res.Unschedulable) != 12 || len(res.Bindings) == 0 {
+			t.Errorf("limit %s: %d placed, %d unschedulable", limit, len(res.Bindings), len(res.Unschedulable))
+		}
+	}
+}
+
+// TestPreferNoScheduleTaints: a PreferNoSchedule taint the pod does not tolerate is avoided
+// while another pool or node can take the pod, and accepted as the last relaxation, as Karpenter
+// does; a pod that tolerates it is not affected.
+func TestPreferNoScheduleTaints(t *testing.T) {
+	prefer := func(np *karpv1.NodePool) {
+		np.Spec.Template.Spec.Taints = []karpv1.Taint{{Key: "spot-only", Value: "yes", Effect: corev1.TaintEffectPreferNoSchedule}}
+	}
+	heavy := func(np *karpv1.NodePool) { np.Spec.Weight = ptr(int32(50)) }
+	tolerant := func(p *corev1.Pod) {
+		p.Spec.Tolerations = []corev1.Toleration{{Key: "spot-only", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectPreferNoSchedule}}
+	}
+	poolsOf := func(res *scheduling.Result) map[string]int {
+		out := map[string]int{}
+		for _, nc := range res.NodeClaims {
+			out[nc.Pool] += len(nc.Pods)
+		}
+		return out
+	}
+
+	// The tainted pool has the higher weight: pods that do not tolerate the taint still go to
+	// the other pool, pods that do go to the tainted one.
+	in := &scheduling.Input{Pods: pods("p", 4, "1", "1Gi"), Pools: []scheduling.Pool{pool("tainted", prefer, heavy), pool("plain")}}
+	if got := poolsOf(solve(t, in)); got["plain"] != 4 {
+		t.Errorf("untolerating pods went to %v, want all on plain", got)
+	}
+	in = &scheduling.Input{Pods: pods("p", 4, "1", "1Gi", tolerant), Pools: []scheduling.Pool{pool("tainted", prefer, heavy), pool("plain")}}
+	if got := poolsOf(solve(t, in)); got["tainted"] != 4 {
+		t.Errorf("tolerating pods went to %v, want all on tainted (its weight)", got)
+	}
+
+	// The tainted pool is the only one, or the other is at its limits: the taint is tolerated.
+	in = &scheduling.Input{Pods: pods("p", 4, "1", "1Gi"), Pools: []scheduling.Pool{pool("tainted", prefer)}}
+	if res := solve(t, in); len(res.Unschedulable) != 0 || poolsOf(res)["tainted"] != 4 {
+		t.Errorf("only a tainted pool: %v, %d unschedulable; want all 4 on it", poolsOf(res), len(res.Unschedulable))
+	}
+	full := pool("plain", func(np *karpv1.NodePool) {
+		np.Spec.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
+	})
+	in = &scheduling.Input{Pods: pods("p", 4, "1", "1Gi"), Pools: []scheduling.Pool{pool("tainted", prefer), full}}
+	res := solve(t, in)
+	if got := poolsOf(res); got["plain"] == 0 || got["tainted"] == 0 || got["plain"]+got["tainted"] != 4 {
+		t.Errorf("plain limited to 2 cpus: %v; want plain filled first and the rest on tainted", got)
+	}
+
+	// An existing node with the taint and room: a new node is launched instead, unless no
+	// pool can launch one.
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "old", Labels: map[string]string{"topology.kubernetes.io/zone": "zone-a"}}}
+	node.Spec.Taints = []corev1.Taint{{Key: "draining-soon", Effect: corev1.TaintEffectPreferNoSchedule}}
+	node.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("32Gi"), corev1.ResourcePods: resource.MustParse("50")}
+	in = &scheduling.Input{Pods: pods("p", 2, "1", "1Gi"), Pools: []scheduling.Pool{pool("plain")}, Nodes: []scheduling.ExistingNode{{Node: node}}}
+	if res := solve(t, in); len(res.Placements()) != 0 || len(res.Bindings) != 2 {
+		t.Errorf("%d of %d pods on the tainted node; want both on new NodeClaims", len(res.Placements()), len(res.Bindings))
+	}
+	in = &scheduling.Input{Pods: pods("p", 2, "1", "1Gi"), Nodes: []scheduling.ExistingNode{{Node: node}}}
+	if res := solve(t, in); len(res.Placements()) != 2 {
+		t.Errorf("no pool: %d pods on the tainted node, want 2 (unschedulable: %v)", len(res.Placements()), res.Unschedulable)
+	}
+}

@@ -297,17 +297,14 @@ func (s *solver) poolFor(c *class, v *variant) *poolState {
 
 // packItem is a class in the cost packer.
 type packItem struct {
-	c     *class
-	rem   int
-	val   float64
-	taken int // in the pattern being built
+	c   *class
+	rem int
+	val float64
 }
 
-// packGroup opens new NodeClaims for free classes that share a pool and node requirements.
-// Repeatedly: price the remaining demand with the LP duals, try a few of the most efficient
-// instance types, fill each greedily (dot product of pod size and room left), keep the type
-// whose fill carries the most demand per dollar, and open as many NodeClaims with that fill as
-// the remaining pods allow.
+// packGroup opens new NodeClaims for free classes that share a pool and node requirements:
+// first each instance family's share of the pods by memory:cpu ratio (splitByRatio), then the
+// rest over every allowed type (packItems).
 func (s *solver) packGroup(p *poolState, cp *sigCompat, classes []*class) {
 	items := make([]*packItem, 0, len(classes))
 	for _, c := range classes {
@@ -320,6 +317,25 @@ func (s *solver) packGroup(p *poolState, cp *sigCompat, classes []*class) {
 		allowed = p.all
 	}
 	prices := p.prices(s, cp.zoneMask, cp.ctMask)
+	for round := 0; round < splitRounds && s.splitByRatio(p, cp, items, allowed, prices); round++ {
+	}
+	k := 0
+	for _, it := range items {
+		if it.rem > 0 {
+			items[k] = it
+			k++
+		}
+	}
+	s.packItems(p, cp, items[:k], allowed, prices, 0)
+}
+
+// packItems opens new NodeClaims of the allowed types for the items. Repeatedly: price the
+// remaining demand with the LP duals, try a few of the most efficient instance types, fill each
+// greedily (dot product of pod size and room left), keep the type whose fill carries the most
+// demand per dollar, and open as many NodeClaims with that fill as the remaining pods allow.
+// It lowers each item's rem by what it placed.
+func (s *solver) packItems(p *poolState, cp *sigCompat, items []*packItem, allowed bitset, prices []float64, minScore float64) {
+	items = slices.Clone(items)
 	var duals [catalog.NumResources]float64
 	var priced catalog.Resources // the demand the duals were computed for
 	pattern := make([]int, len(items))
@@ -363,8 +379,8 @@ func (s *solver) packGroup(p *poolState, cp *sigCompat, classes []*class) {
 				copy(best, pattern)
 			}
 		}
-		if bestT < 0 {
-			return // nothing fits any candidate: leave it to the general path
+		if bestT < 0 || bestScore < minScore {
+			return // nothing fits any candidate (well enough): leave it to the general path
 		}
 		if len(p.minValues) > 0 && !s.trimForMinValues(p, cp, bestT, items, best) {
 			return
@@ -377,10 +393,21 @@ func (s *solver) packGroup(p *poolState, cp *sigCompat, classes []*class) {
 		}
 		reps = max(1, (reps+1)/2)
 		for r := 0; r < reps; r++ {
-			if !p.fitsLimits(&p.types[bestT]) {
+			if !s.fitsLimits(p, &p.types[bestT]) {
 				return
 			}
 			b := s.newBin(p, cp, cp.zoneMask, bestT)
+			if len(p.minValues) > 0 {
+				// Each NodeClaim opened takes room under the limits from the next.
+				var need catalog.Resources
+				for i, n := range best[:len(items)] {
+					addTo(&need, &items[i].c.req, int64(n))
+				}
+				if !s.minValuesOK(b, b.types, b.zoneMask, b.ctMask, &need, 1) {
+					s.dropBin(b)
+					return
+				}
+			}
 			for i, n := range best[:len(items)] {
 				if n > 0 {
 					it := items[i]
@@ -409,6 +436,9 @@ func (s *solver) trimForMinValues(p *poolState, cp *sigCompat, t int, items []*p
 		allowed = p.all
 	}
 	probe := &bin{pool: int32(p.idx), target: int32(t), zoneMask: cp.zoneMask, ctMask: cp.ctMask, types: allowed}
+	// Count the probe against the pool's limits, as the NodeClaim will be.
+	p.commit(&p.types[t], 1)
+	defer p.commit(&p.types[t], -1)
 	for {
 		var need catalog.Resources
 		total := 0
@@ -489,7 +519,7 @@ func (s *solver) candidates(p *poolState, allowed bitset, prices []float64, dual
 	allowed.each(func(i int) bool {
 		t := &p.types[i]
 		pr := prices[i]
-		if math.IsInf(pr, 1) || pr <= 0 || !p.fitsLimits(t) {
+		if math.IsInf(pr, 1) || pr <= 0 || !s.fitsLimits(p, t) {
 			return true
 		}
 		v := 0.0
@@ -609,6 +639,3 @@ func (s *solver) fill(t *typeInfo, items []*packItem, pattern []int) float64 {
 	s.liveBuf = live
 	return value
 }
-
-// improve is the final cost pass.
-func (s *solver) improve() {}

@@ -421,7 +421,7 @@ func (s *solver) domainNode(c *class, sp spreadC, b *bin) bool {
 			sigs = c.reqSigs
 		}
 		if !sp.honorAffinity {
-			return !sp.honorTaints || s.compatWith(s.sigFor(nil, c.reqSigs[0].tols), s.pools[b.pool]).ok
+			return !sp.honorTaints || s.compatWith(s.sigFor(nil, c.reqSigs[0].tols, false), s.pools[b.pool]).ok
 		}
 		for _, sig := range sigs {
 			if cp := s.compatWith(sig, s.pools[b.pool]); cp.ok && cp.zoneMask&b.zoneMask != 0 {
@@ -468,7 +468,7 @@ func (s *solver) spreadZones(c *class, sp spreadC) uint32 {
 	}
 	for _, p := range s.pools {
 		if !sp.honorAffinity {
-			if p.invalid == "" && (!sp.honorTaints || s.compatWith(s.sigFor(nil, c.reqSigs[0].tols), p).ok) {
+			if p.invalid == "" && (!sp.honorTaints || s.compatWith(s.sigFor(nil, c.reqSigs[0].tols, false), p).ok) {
 				z |= p.zonesOffered()
 			}
 			continue
@@ -608,8 +608,14 @@ func (s *solver) labelMin(c *class, sp spreadC, ctr *counter) int32 {
 
 // minValuesOK reports whether a new NodeClaim narrowed to types, zones and cts, with k more
 // pods of size req, still fits enough distinct values of every minValues requirement of its
-// pool. (Limits apply to the cheapest option; the extra options minValues asks for are listed
-// even beyond them, see finalizeBin.)
+// pool.
+//
+// In a pool with limits a NodeClaim lists only the types that keep the pool within them in
+// place of its target (the others at theirs) and cost no less than the target (it counts
+// against the limits as its cheapest option; see finalizeBin). The target ends as the cheapest
+// type shrink can move it to, which is at most as expensive as the cheapest one here that fits
+// and is no larger than the current target in a limited resource; the types from that price
+// up are what count.
 func (s *solver) minValuesOK(b *bin, types bitset, zones uint32, cts uint8, req *catalog.Resources, k int) bool {
 	p := s.pools[b.pool]
 	need := b.used
@@ -618,15 +624,26 @@ func (s *solver) minValuesOK(b *bin, types bitset, zones uint32, cts uint8, req 
 	for r := range p.limited {
 		limited = limited || p.limited[r]
 	}
-	prices := p.prices(s, zones, cts)
 	cur := &p.types[b.target]
+	var prices []float64
+	floor := math.Inf(-1)
+	if limited {
+		prices = p.prices(s, zones, cts)
+		floor = math.Inf(1)
+		types.each(func(i int) bool {
+			t := &p.types[i]
+			if prices[i] < floor && fits(&need, &t.usable) && t.offers(zones, cts) && b.sideOK(i) &&
+				(i == int(b.target) || p.fitsLimitsSwap(cur, t) && !p.grows(cur, t)) {
+				floor = prices[i]
+			}
+			return true
+		})
+	}
 	for _, mv := range p.minValues {
 		seen := map[string]bool{}
 		types.each(func(i int) bool {
 			t := &p.types[i]
-			// In a pool with limits a type cheaper than the target only counts when it keeps
-			// the pool within them (finalizeBin lists the pricier ones regardless).
-			if limited && prices[i] < prices[b.target] && i != int(b.target) && !p.fitsLimitsSwap(cur, t) {
+			if limited && (prices[i] < floor || i != int(b.target) && !p.fitsLimitsSwap(cur, t)) {
 				return true
 			}
 			if fits(&need, &t.usable) && t.offers(zones, cts) {
@@ -716,7 +733,7 @@ func (s *solver) pickTarget(p *poolState, cp *sigCompat, zones uint32, req *cata
 			continue
 		}
 		fitAny = true
-		if !p.fitsLimits(ti) {
+		if !s.fitsLimits(p, ti) {
 			limited = true
 			continue
 		}

@@ -99,6 +99,9 @@ type poolState struct {
 	zoneMask uint32
 	ctMask   uint8
 	taints   []corev1.Taint // NoSchedule / NoExecute template taints
+	// preferTaints are the PreferNoSchedule template taints: avoided by pods that do not
+	// tolerate them until every other relaxation has failed (nodeSig.avoid).
+	preferTaints []corev1.Taint
 	// limits; limited marks the resources that have one. nodeLimit < 0 means none.
 	limits    catalog.Resources
 	limited   [catalog.NumResources]bool
@@ -236,6 +239,54 @@ func (p *poolState) fitsLimits(t *typeInfo) bool {
 	return true
 }
 
+// fitsLimits reports whether one more node of type t keeps pool p within its limits, and every
+// new NodeClaim of the pool with enough options within them for the pool's minValues.
+func (s *solver) fitsLimits(p *poolState, t *typeInfo) bool {
+	return p.fitsLimits(t) && s.keepsMinValues(p, nil, t, nil)
+}
+
+// keepsMinValues reports whether the pool's new NodeClaims (but skip) keep enough options for
+// its minValues when its usage changes from a node of type from (nil: none) to one of type to.
+// In a pool with limits a NodeClaim only lists the types that fit the limits left by the
+// others, so every node added or grown takes options away from the rest.
+func (s *solver) keepsMinValues(p *poolState, from, to *typeInfo, skip *bin) bool {
+	if len(p.minValues) == 0 {
+		return true
+	}
+	if from != nil && !p.grows(from, to) {
+		return true
+	}
+	if from != nil {
+		p.commit(from, -1)
+	}
+	p.commit(to, 1)
+	ok := true
+	var none catalog.Resources
+	for _, b := range s.bins[s.existing:] {
+		if b != skip && !b.dead && int(b.pool) == p.idx && len(b.pods) > 0 &&
+			!s.minValuesOK(b, b.types, b.zoneMask, b.ctMask, &none, 0) {
+			ok = false
+			break
+		}
+	}
+	p.commit(to, -1)
+	if from != nil {
+		p.commit(from, 1)
+	}
+	return ok
+}
+
+// grows reports whether a node of type to has more of some limited resource than one of type
+// from.
+func (p *poolState) grows(from, to *typeInfo) bool {
+	for r := range p.limited {
+		if p.limited[r] && to.it.Capacity[r] > from.it.Capacity[r] {
+			return true
+		}
+	}
+	return false
+}
+
 func (p *poolState) fitsLimitsSwap(from, to *typeInfo) bool {
 	for r := range p.limited {
 		if p.limited[r] && p.usage[r]-from.it.Capacity[r]+to.it.Capacity[r] > p.limits[r] {
@@ -351,8 +402,12 @@ func (s *solver) buildPool(idx int) *poolState {
 		p.fixed[labelRegion] = s.in.Region
 	}
 	for _, t := range tmpl.Spec.Taints {
-		if blockingEffect(t.Effect) {
+		switch {
+		case blockingEffect(t.Effect):
 			p.taints = append(p.taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
+		case t.Effect == corev1.TaintEffectPreferNoSchedule:
+			p.preferTaints = append(p.preferTaints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
+			s.preferTaints = true
 		}
 	}
 	for i := range in.InstanceTypes {

@@ -116,6 +116,9 @@ func randomPools(r *rand.Rand, types []catalog.InstanceType) []scheduling.Pool {
 		}
 		if r.Intn(4) == 0 {
 			spec.Taints = []karpv1.Taint{{Key: "dedicated", Value: np.Name, Effect: corev1.TaintEffectNoSchedule}}
+		} else if i == 1 {
+			// Without a draw, so that the random stream (and every other seed's input) stays.
+			spec.Taints = []karpv1.Taint{{Key: "dedicated", Value: np.Name, Effect: corev1.TaintEffectPreferNoSchedule}}
 		}
 		if r.Intn(4) == 0 {
 			spec.StartupTaints = []karpv1.Taint{{Key: "startup", Effect: corev1.TaintEffectNoSchedule}}

@@ -13,6 +13,9 @@ type nodeSig struct {
 	id   int
 	reqs []req
 	tols []corev1.Toleration
+	// avoid: PreferNoSchedule taints the tolerations do not cover keep the pod away, like
+	// NoSchedule ones (every relaxation level but the last).
+	avoid bool
 	// compat holds the evaluation against each pool, computed on first use.
 	compat []*sigCompat
 	// onBin caches the evaluation against existing bins: 0 unknown, 1 yes, 2 no.
@@ -35,8 +38,11 @@ type sigCompat struct {
 	custom   map[string]*domain
 }
 
-func (s *solver) sigFor(reqs []req, tols []corev1.Toleration) *nodeSig {
+func (s *solver) sigFor(reqs []req, tols []corev1.Toleration, avoid bool) *nodeSig {
 	var b strings.Builder
+	if avoid {
+		b.WriteByte(5)
+	}
 	for i := range reqs {
 		r := &reqs[i]
 		b.WriteString(r.key)
@@ -61,7 +67,7 @@ func (s *solver) sigFor(reqs []req, tols []corev1.Toleration) *nodeSig {
 	if sig, ok := s.sigs[key]; ok {
 		return sig
 	}
-	sig := &nodeSig{id: len(s.sigList), reqs: reqs, tols: tols, compat: make([]*sigCompat, len(s.pools))}
+	sig := &nodeSig{id: len(s.sigList), reqs: reqs, tols: tols, avoid: avoid, compat: make([]*sigCompat, len(s.pools))}
 	s.sigs[key] = sig
 	s.sigList = append(s.sigList, sig)
 	return sig
@@ -87,6 +93,14 @@ func (s *solver) evalCompat(sig *nodeSig, p *poolState) *sigCompat {
 		if !tolerates(sig.tols, t.Key, t.Value, t.Effect) {
 			c.reason = fmt.Sprintf("nodepool %q has taint %s=%s:%s, which the pod does not tolerate", p.name, t.Key, t.Value, t.Effect)
 			return c
+		}
+	}
+	if sig.avoid {
+		for _, t := range p.preferTaints {
+			if !tolerates(sig.tols, t.Key, t.Value, t.Effect) {
+				c.reason = fmt.Sprintf("nodepool %q has taint %s=%s:%s, which the pod does not tolerate (avoided while another choice remains)", p.name, t.Key, t.Value, t.Effect)
+				return c
+			}
 		}
 	}
 	c.zoneMask, c.ctMask = p.zoneMask, p.ctMask

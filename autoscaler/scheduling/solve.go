@@ -47,6 +47,13 @@ type solver struct {
 
 	labelTemplates map[labelsKey]map[string]string
 
+	// preferTaints: some pool or node has a PreferNoSchedule taint.
+	preferTaints bool
+
+	// split enables splitByRatio; splitUsed records that it placed pods, splitDoubt that it
+	// did so where the general packer may do better.
+	split, splitUsed, splitDoubt bool
+
 	liveBuf []int32 // scratch for fill
 	// scratch for computeDuals
 	lpCols  [][]float64
@@ -55,12 +62,33 @@ type solver struct {
 }
 
 // Solve computes a scheduling plan. It does no I/O and is deterministic.
+//
+// Neither packing of free pods wins everywhere: splitting them among instance families by
+// memory:cpu ratio (splitByRatio) is far ahead when the cheapest cpu and the cheapest memory
+// come from families the pods' own ratios cannot combine, and can be slightly behind the
+// general packer when the LP's prices are realizable as they are. In that second case the plan
+// without the split is computed too, and the better one is returned: fewer unschedulable pods,
+// then the lower price.
 func Solve(in *Input) *Result {
+	res, doubt := solve(in, true)
+	if !doubt {
+		return res
+	}
+	alt, _ := solve(in, false)
+	if len(alt.Unschedulable) < len(res.Unschedulable) ||
+		len(alt.Unschedulable) == len(res.Unschedulable) && alt.TotalPricePerHour() < res.TotalPricePerHour() {
+		return alt
+	}
+	return res
+}
+
+func solve(in *Input, split bool) (*Result, bool) {
 	s := &solver{
 		in:            in,
 		sigs:          map[string]*nodeSig{},
 		counterIdx:    map[string]int32{},
 		labelSetMatch: map[string][]int32{},
+		split:         split,
 	}
 	s.podBin = make([]int32, len(in.Pods))
 	s.podSeq = make([]int32, len(in.Pods))
@@ -106,9 +134,8 @@ func Solve(in *Input) *Result {
 	// have room where the target had none).
 	all := append(constrained, free...)
 	s.retryRounds(all, 4)
-	s.improve()
 	s.retryRounds(all, 8)
-	return s.result()
+	return s.result(), s.splitUsed && s.splitDoubt
 }
 
 // retryRounds shrinks the new NodeClaims and retries the classes with pods left, while that
@@ -276,15 +303,16 @@ func (s *solver) finalizeBin(b *bin, maxTypes int) NodeClaim {
 			continue
 		}
 		if limited {
-			ok := true
+			// Within the limits the others leave, and not cheaper than the target: that is the
+			// cheapest type bestType found within the limits and the other NodeClaims'
+			// minValues, and the NodeClaim counts against the limits as its cheapest option.
+			ok := prices[i] >= prices[b.target]
 			for r := range p.limited {
 				if p.limited[r] && t.it.Capacity[r] > allowed[r] {
 					ok = false
 				}
 			}
-			// With minValues, types pricier than the target are listed even beyond the limits
-			// (the target, the cheapest option, is within them); see minValuesOK.
-			if !ok && (len(p.minValues) == 0 || prices[i] < prices[b.target]) {
+			if !ok {
 				continue
 			}
 		}

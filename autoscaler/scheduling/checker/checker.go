@@ -1068,6 +1068,22 @@ func (c *checker) checkLimits() {
 			if used > limit {
 				c.fail("pool %s exceeds its %s limit: %d > %d", np.Name, name, used, limit)
 			}
+			if name == "nodes" {
+				continue
+			}
+			// Every option of a new NodeClaim keeps the pool within the limit, whichever
+			// option launches (the other NodeClaims as their cheapest option).
+			for _, n := range c.order {
+				if n.pool != np.Name || n.claim == nil {
+					continue
+				}
+				for _, opt := range n.claim.InstanceTypes {
+					if alt := used - n.capacity[name] + fromCatalog(opt.Type.Capacity)[name]; alt > limit {
+						c.fail("nodeclaim %s: option %s would take pool %s over its %s limit: %d > %d", n.name, opt.Type.Name, np.Name, name, alt, limit)
+						break
+					}
+				}
+			}
 		}
 	}
 }
@@ -1296,6 +1312,40 @@ func (c *checker) withinLimits(np *karpv1.NodePool, it *catalog.InstanceType) bo
 		}
 		if used > limit {
 			return false
+		}
+	}
+	// Every new NodeClaim of the pool lists only options within the limits the others leave:
+	// the extra node must leave each of them enough options for the pool's minValues.
+	for _, n := range c.order {
+		if n.pool != np.Name || n.claim == nil {
+			continue
+		}
+		for _, r := range np.Spec.Template.Spec.Requirements {
+			if r.MinValues == nil {
+				continue
+			}
+			vals := map[string]bool{}
+			for _, opt := range n.claim.InstanceTypes {
+				within := true
+				for name, q := range np.Spec.Limits {
+					if name == "nodes" {
+						continue
+					}
+					limit := q.Value()
+					if name == corev1.ResourceCPU {
+						limit = q.MilliValue()
+					}
+					if total[name]-n.capacity[name]+fromCatalog(opt.Type.Capacity)[name] > limit {
+						within = false
+					}
+				}
+				if v, ok := opt.Type.Labels[r.Key]; ok && within {
+					vals[v] = true
+				}
+			}
+			if len(vals) < *r.MinValues {
+				return false
+			}
 		}
 	}
 	return true

@@ -130,6 +130,16 @@ func TestCheckerCatchesTampering(t *testing.T) {
 				}
 			}
 		}, "not sorted by price"},
+		{"option beyond the limits", func(in *scheduling.Input, res *scheduling.Result) {
+			// A cpu limit exactly at what the NodeClaims' cheapest options use: any larger
+			// option would take the pool over it.
+			var used int64
+			for i := range res.NodeClaims {
+				it, _ := res.NodeClaims[i].Cheapest()
+				used += it.Capacity[catalog.CPU]
+			}
+			in.Pools[0].NodePool.Spec.Limits = corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(used, resource.DecimalSI)}
+		}, "would take pool default over its cpu limit"},
 		{"duplicate binding", func(in *scheduling.Input, res *scheduling.Result) {
 			res.Bindings = append(res.Bindings, res.Bindings[0])
 		}, "appears 2 times"},
@@ -159,5 +169,19 @@ func TestCheckerCatchesUntoleratedTaint(t *testing.T) {
 	res.Bindings[0].Pod.Spec.Tolerations = nil // the pod no longer tolerates the pool's taint
 	if err := checker.Check(in, res); err == nil || !strings.Contains(err.Error(), "taint dedicated=x:NoSchedule not tolerated") {
 		t.Errorf("error %v, want the untolerated taint", err)
+	}
+}
+
+// A PreferNoSchedule taint is a preference: pods that do not tolerate it may still land on
+// such nodes, and the checker must not call that a violation.
+func TestCheckerAcceptsPreferNoScheduleTaints(t *testing.T) {
+	in := input()
+	in.Pools[0].NodePool.Spec.Template.Spec.Taints = []karpv1.Taint{{Key: "prefer-not", Effect: corev1.TaintEffectPreferNoSchedule}}
+	res := scheduling.Solve(in)
+	if len(res.Unschedulable) != 0 || len(res.NodeClaims) == 0 {
+		t.Fatalf("%d unschedulable, %d NodeClaims", len(res.Unschedulable), len(res.NodeClaims))
+	}
+	if err := checker.Check(in, res); err != nil {
+		t.Fatal(err)
 	}
 }
