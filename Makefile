@@ -11,13 +11,17 @@ export KARPOOL_BIN_DIR := $(BIN)
 TEST_P ?= 1
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build generate verify-generate tools test test-unit fuzz lint bench clean
+.PHONY: all build up generate verify-generate tools test test-unit fuzz lint bench clean
 
 all: build
 
 ## build: the karpool binary into bin/karpool
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/karpool ./cmd/karpool
+
+## up: karpool's main job on this machine (control plane, AWS simulator, git server, controller); Ctrl-C stops it
+up: tools build
+	$(BIN)/karpool up
 
 ## tools: pinned etcd, kube-apiserver/-controller-manager/-scheduler, kwok, controller-gen, cue into bin/
 tools:

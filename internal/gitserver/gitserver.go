@@ -12,9 +12,9 @@ import (
 	"strings"
 )
 
-// Handler serves every bare repository under root. Pushes are accepted from any client that
-// reached the handler (http-backend refuses anonymous pushes, so a fixed remote user is set);
-// callers that need authentication wrap the handler.
+// Handler serves every bare repository under root. http-backend refuses anonymous pushes
+// unless the repository sets http.receivepack=true (EnablePush does); callers that need
+// authentication wrap the handler.
 func Handler(root string) (http.Handler, error) {
 	out, err := exec.Command("git", "--exec-path").Output()
 	if err != nil {
@@ -26,10 +26,15 @@ func Handler(root string) (http.Handler, error) {
 			"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"},
 		Stderr: io.Discard,
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.Header.Get("Remote-User") == "" {
-			req.Header.Set("Remote-User", "karpool")
-		}
-		backend.ServeHTTP(w, req)
-	}), nil
+	return backend, nil
+}
+
+// EnablePush lets anonymous clients push to the bare repository (http.receivepack=true): for
+// servers that only listen on 127.0.0.1.
+func EnablePush(bare string) error {
+	out, err := exec.Command("git", "-C", bare, "config", "http.receivepack", "true").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("enabling pushes to %s: %w\n%s", bare, err, out)
+	}
+	return nil
 }

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/karpool/karpool/internal/up"
+)
+
+func newUpCommand() *cobra.Command {
+	var opts up.Options
+	cmd := &cobra.Command{
+		Use:   "up [--example NAME]",
+		Short: "Run karpool end to end on this machine: control plane, AWS simulator, git server, controller",
+		Long: `up starts, on 127.0.0.1 only:
+  - a local Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager,
+    kube-scheduler, kwok), building missing binaries first with hack/tools.sh;
+  - the AWS simulator, whose instances register as kwok nodes;
+  - a git server with one repository seeded from examples/ (legacy manifests migrated);
+  - a PoolSync pointing at that repository, and the karpool controller.
+
+It prints the kubeconfig, the git remote to clone and push to, and the metrics URL. Ctrl-C or
+SIGTERM stops everything and removes nothing but what it created.
+
+Examples: ` + strings.Join(up.Examples(), ", "),
+		Example: `  karpool up
+  karpool up --example seeds/002-hpa-terraform`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			opts.Out = cmd.OutOrStdout()
+			return up.Run(ctx, opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Example, "example", "workshop", "example the git repository is seeded from")
+	cmd.Flags().StringVar(&opts.Dir, "dir", "", "parent directory of the environment (default the system temp dir)")
+	cmd.Flags().DurationVar(&opts.Interval, "interval", 15*time.Second, "PoolSync interval")
+	return cmd
+}

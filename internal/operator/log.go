@@ -1,0 +1,52 @@
+package operator
+
+import (
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/go-logr/logr"
+)
+
+// NewJSONLogger writes one JSON object per line with the keys Karpenter's logs use ("level",
+// "time", "logger", "message"), so the log lines people grep for ("launched nodeclaim", ...) look
+// the same. debug enables V(1) messages.
+func NewJSONLogger(w io.Writer, debug bool) logr.Logger {
+	level := slog.LevelInfo
+	if debug {
+		level = slog.LevelDebug
+	}
+	h := slog.NewJSONHandler(w, &slog.HandlerOptions{
+		Level: level,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) > 0 {
+				return a
+			}
+			switch a.Key {
+			case slog.MessageKey:
+				a.Key = "message"
+			case slog.LevelKey:
+				a.Value = slog.StringValue(strings.ToUpper(levelName(a.Value.Any())))
+			}
+			return a
+		},
+	})
+	return logr.FromSlogHandler(h)
+}
+
+func levelName(v any) string {
+	l, ok := v.(slog.Level)
+	if !ok {
+		return "INFO"
+	}
+	switch {
+	case l < slog.LevelInfo:
+		return "DEBUG"
+	case l < slog.LevelWarn:
+		return "INFO"
+	case l < slog.LevelError:
+		return "WARN"
+	default:
+		return "ERROR"
+	}
+}

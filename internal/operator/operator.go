@@ -1,0 +1,146 @@
+// Package operator runs karpool's controllers in one process: the PoolSync GitOps reconciler,
+// the EC2NodeClass status controller and the autoscaler (provisioning, NodeClaim lifecycle,
+// garbage collection, NodePool status), on one controller-runtime manager with leader election,
+// health and readiness probes and a Prometheus endpoint. `karpool controller` and `karpool up`
+// both run it.
+package operator
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	rtcontroller "github.com/fluxcd/pkg/runtime/controller"
+	fluxmetrics "github.com/fluxcd/pkg/runtime/metrics"
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/karpool/karpool/autoscaler"
+	"github.com/karpool/karpool/autoscaler/catalog"
+	awsprovider "github.com/karpool/karpool/autoscaler/cloud/aws"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/nodeclass"
+	"github.com/karpool/karpool/internal/localenv"
+	"github.com/karpool/karpool/reconciler"
+)
+
+// Config is everything the controller process needs.
+type Config struct {
+	// Kube is the cluster to manage.
+	Kube *rest.Config
+	// AWS is the SDK configuration (credentials from the standard chain; BaseEndpoint pointed
+	// at the simulator in tests and `karpool up`).
+	AWS aws.Config
+	// ClusterName is required; the endpoint, CA (base64 PEM), service CIDR and Kubernetes
+	// version are read from EKS DescribeCluster when empty.
+	ClusterName, ClusterEndpoint, ClusterCA, ClusterCIDR, KubernetesVersion string
+	// Namespace is where the controller runs: credential Secrets of PoolSyncs and the leader
+	// election lease live there.
+	Namespace string
+	// MetricsAddr and ProbeAddr are listen addresses ("0" disables); both default to loopback.
+	MetricsAddr, ProbeAddr string
+	LeaderElection         bool
+	// Autoscaler tuning (zero values take the defaults).
+	BatchIdle, BatchMax, RegistrationTTL, GCInterval time.Duration
+	Log                                              logr.Logger
+}
+
+// Ready is reported once the manager runs: the addresses it actually listens on.
+type Ready struct {
+	MetricsURL string
+	ProbeURL   string
+}
+
+// Run starts the controllers and blocks until ctx ends or a controller fails. ready, when not
+// nil, is called once the caches are synced.
+func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
+	if cfg.ClusterName == "" {
+		return fmt.Errorf("a cluster name is required (--cluster-name)")
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = reconciler.DefaultSecretNamespace
+	}
+	ctrl.SetLogger(cfg.Log)
+	ctx = ctrl.LoggerInto(ctx, cfg.Log)
+	if cfg.MetricsAddr == "" {
+		cfg.MetricsAddr = "127.0.0.1:8080"
+	}
+	if cfg.ProbeAddr == "" {
+		cfg.ProbeAddr = "127.0.0.1:8081"
+	}
+	mgr, err := ctrl.NewManager(cfg.Kube, ctrl.Options{
+		Scheme:                  localenv.Scheme,
+		Logger:                  cfg.Log,
+		Metrics:                 metricsserver.Options{BindAddress: cfg.MetricsAddr},
+		HealthProbeBindAddress:  cfg.ProbeAddr,
+		LeaderElection:          cfg.LeaderElection,
+		LeaderElectionID:        "karpool-leader-election",
+		LeaderElectionNamespace: cfg.Namespace,
+		// Losing the lease must stop the process: another replica takes over at once.
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+	cat, err := catalog.Load(cfg.AWS.Region)
+	if err != nil {
+		return fmt.Errorf("region %q: %w", cfg.AWS.Region, err)
+	}
+	unavailable := catalog.NewUnavailable()
+	provider, err := awsprovider.New(cfg.AWS, awsprovider.Options{
+		ClusterName: cfg.ClusterName, ClusterEndpoint: cfg.ClusterEndpoint, ClusterCA: cfg.ClusterCA,
+		ClusterCIDR: cfg.ClusterCIDR, KubernetesVersion: cfg.KubernetesVersion,
+		Catalog: cat, Unavailable: unavailable,
+	})
+	if err != nil {
+		return err
+	}
+	poolSync := reconciler.New(mgr.GetClient(), reconciler.Options{
+		SecretNamespace: cfg.Namespace,
+		SecretReader:    mgr.GetAPIReader(),
+		EventRecorder:   mgr.GetEventRecorderFor("karpool"),
+		Metrics:         rtcontroller.NewMetrics(mgr, fluxRecorder()),
+	})
+	if err := poolSync.SetupWithManager(mgr, reconciler.SetupOptions{MaxConcurrentReconciles: 2, SkipNameValidation: true}); err != nil {
+		return err
+	}
+	if err := nodeclass.New(mgr.GetClient(), provider, nodeclass.Options{SkipNameValidation: true}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := autoscaler.Setup(ctx, mgr, autoscaler.Options{
+		Provider: provider, Region: cfg.AWS.Region,
+		BatchIdle: cfg.BatchIdle, BatchMax: cfg.BatchMax, RegistrationTTL: cfg.RegistrationTTL, GCInterval: cfg.GCInterval,
+		Registry: crmetrics.Registry,
+	}); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", func(req *http.Request) error {
+		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
+			return fmt.Errorf("caches not synced")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if ready != nil {
+		go func() {
+			if mgr.GetCache().WaitForCacheSync(ctx) {
+				ready(Ready{MetricsURL: "http://" + cfg.MetricsAddr + "/metrics", ProbeURL: "http://" + cfg.ProbeAddr + "/readyz"})
+			}
+		}()
+	}
+	return mgr.Start(ctx)
+}
+
+// fluxRecorder returns Flux's reconcile metrics recorder, registered once per process (tests
+// run the operator more than once).
+var fluxRecorder = sync.OnceValue(fluxmetrics.MustMakeRecorder)

@@ -1,0 +1,207 @@
+package operator_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+)
+
+// scale sets a Deployment's replicas.
+func (h *harness) scale(ns, name string, replicas int32) {
+	h.t.Helper()
+	d := &appsv1.Deployment{}
+	if err := h.c.Get(h.ctx, client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
+		h.t.Fatal(err)
+	}
+	patch := client.MergeFrom(d.DeepCopy())
+	d.Spec.Replicas = ptr.To(replicas)
+	if err := h.c.Patch(h.ctx, d, patch); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// runningPods waits until n pods with the label app=<app> in ns are Running and returns them.
+func (h *harness) runningPods(ns, app string, n int, timeout time.Duration) []corev1.Pod {
+	h.t.Helper()
+	var pods corev1.PodList
+	h.eventually(fmt.Sprintf("%d %s pods running", n, app), timeout, func() error {
+		if err := h.c.List(h.ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app": app}); err != nil {
+			return err
+		}
+		running := 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning && p.Spec.NodeName != "" {
+				running++
+			}
+		}
+		if running != n || len(pods.Items) != n {
+			return fmt.Errorf("%d of %d pods running", running, len(pods.Items))
+		}
+		return nil
+	})
+	return pods.Items
+}
+
+func (h *harness) nodeClaims() []karpv1.NodeClaim {
+	h.t.Helper()
+	var claims karpv1.NodeClaimList
+	if err := h.c.List(h.ctx, &claims); err != nil {
+		h.t.Fatal(err)
+	}
+	return claims.Items
+}
+
+func (h *harness) karpenterNodes() []corev1.Node {
+	h.t.Helper()
+	var nodes corev1.NodeList
+	if err := h.c.List(h.ctx, &nodes, client.HasLabels{karpv1.LabelNodePool}); err != nil {
+		h.t.Fatal(err)
+	}
+	return nodes.Items
+}
+
+// TestWorkshopScaleOut is seed 003: inflate (5 × 1Gi, nodeSelector type=karpenter) scaled from 0
+// to 5 gets exactly one on-demand m5.large, which registers, initializes and runs all five pods,
+// bound by the real kube-scheduler.
+func TestWorkshopScaleOut(t *testing.T) {
+	h := newHarness(t)
+	h.startController()
+	ns := h.namespace("workshop")
+	h.apply("", repoFile("examples", "workshop", "ec2nodeclass.yaml"), repoFile("examples", "workshop", "nodepool.yaml"))
+	h.apply(ns, repoFile("examples", "seeds", "003-workshop", "inflate-deployment.yaml"))
+	h.scale(ns, "inflate", 5)
+	pods := h.runningPods(ns, "inflate", 5, 3*time.Minute)
+
+	claims := h.nodeClaims()
+	if len(claims) != 1 {
+		t.Fatalf("want exactly 1 NodeClaim, got %d", len(claims))
+	}
+	nodes := h.karpenterNodes()
+	if len(nodes) != 1 {
+		t.Fatalf("want exactly 1 node, got %d", len(nodes))
+	}
+	node := nodes[0]
+	for _, p := range pods {
+		if p.Spec.NodeName != node.Name {
+			t.Errorf("pod %s runs on %s, want %s", p.Name, p.Spec.NodeName, node.Name)
+		}
+	}
+	wantLabels := map[string]string{
+		"type":                                  "karpenter",
+		"node.kubernetes.io/instance-type":      "m5.large",
+		"karpenter.sh/capacity-type":            "on-demand",
+		"karpenter.sh/nodepool":                 "default",
+		"karpenter.sh/registered":               "true",
+		"karpenter.sh/initialized":              "true",
+		"karpenter.k8s.aws/ec2nodeclass":        "default",
+		"kubernetes.io/arch":                    "amd64",
+		"kubernetes.io/os":                      "linux",
+		"topology.kubernetes.io/region":         "us-east-1",
+		"karpenter.k8s.aws/instance-category":   "m",
+		"karpenter.k8s.aws/instance-cpu":        "2",
+		"karpenter.k8s.aws/instance-family":     "m5",
+		"karpenter.k8s.aws/instance-generation": "5",
+		"karpenter.k8s.aws/instance-hypervisor": "nitro",
+		"karpenter.k8s.aws/instance-memory":     "8192",
+		"karpenter.k8s.aws/instance-size":       "large",
+	}
+	for k, v := range wantLabels {
+		if node.Labels[k] != v {
+			t.Errorf("node label %s = %q, want %q", k, node.Labels[k], v)
+		}
+	}
+	if !strings.HasPrefix(node.Labels[corev1.LabelTopologyZone], "us-east-1") {
+		t.Errorf("zone label = %q", node.Labels[corev1.LabelTopologyZone])
+	}
+	for name, want := range map[corev1.ResourceName]string{"cpu": "1930m", "memory": "6903Mi", "pods": "29"} {
+		got := node.Status.Allocatable[name]
+		if got.Cmp(resource.MustParse(want)) != 0 {
+			t.Errorf("allocatable %s = %s, want %s", name, got.String(), want)
+		}
+	}
+	nc := claims[0]
+	if nc.Status.NodeName != node.Name || nc.Status.ProviderID != node.Spec.ProviderID {
+		t.Errorf("NodeClaim status nodeName=%q providerID=%q, node %q %q", nc.Status.NodeName, nc.Status.ProviderID, node.Name, node.Spec.ProviderID)
+	}
+	for _, cond := range []string{"Launched", "Registered", "Initialized", "Ready"} {
+		if !conditionTrue(nc.Status.Conditions, cond) {
+			t.Errorf("NodeClaim condition %s is not True: %+v", cond, nc.Status.Conditions)
+		}
+	}
+	// Bound by the real kube-scheduler: each pod has its Scheduled event from default-scheduler.
+	var events corev1.EventList
+	if err := h.c.List(h.ctx, &events, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	scheduled := 0
+	for _, e := range events.Items {
+		if e.Reason == "Scheduled" && (e.Source.Component == "default-scheduler" || e.ReportingController == "default-scheduler") {
+			scheduled++
+		}
+	}
+	if scheduled < 5 {
+		t.Errorf("want 5 Scheduled events from default-scheduler, got %d", scheduled)
+	}
+
+	launched := h.logLines("launched nodeclaim")
+	if len(launched) != 1 {
+		t.Fatalf("want one \"launched nodeclaim\" log line, got %d:\n%s", len(launched), h.logs.String())
+	}
+	var line map[string]any
+	if err := json.Unmarshal([]byte(launched[0]), &line); err != nil {
+		t.Fatal(err)
+	}
+	if line["instance-type"] != "m5.large" || line["capacity-type"] != "on-demand" || line["zone"] != node.Labels[corev1.LabelTopologyZone] {
+		t.Errorf("launched nodeclaim log line: %s", launched[0])
+	}
+	if alloc, _ := line["allocatable"].(map[string]any); alloc["cpu"] != "1930m" || alloc["memory"] != "6903Mi" || alloc["pods"] != "29" {
+		t.Errorf("launched nodeclaim allocatable: %v", line["allocatable"])
+	}
+	for _, msg := range []string{"found provisionable pod(s)", "computed new nodeclaim(s) to fit pod(s)", "created nodeclaim", "registered nodeclaim", "initialized nodeclaim"} {
+		if len(h.logLines(msg)) == 0 {
+			t.Errorf("no %q log line", msg)
+		}
+	}
+	// NodePool status counts the node.
+	np := &karpv1.NodePool{}
+	if err := h.c.Get(h.ctx, client.ObjectKey{Name: "default"}, np); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("NodePool status", 30*time.Second, func() error {
+		if err := h.c.Get(h.ctx, client.ObjectKey{Name: "default"}, np); err != nil {
+			return err
+		}
+		if np.Status.Nodes != 1 || np.Status.Resources.Cpu().String() != "2" || !metaConditionTrue(np, "Ready") {
+			return fmt.Errorf("status %+v", np.Status)
+		}
+		return nil
+	})
+}
+
+func conditionTrue(conds []karpv1.Condition, t string) bool {
+	for _, c := range conds {
+		if c.Type == t {
+			return c.Status == "True"
+		}
+	}
+	return false
+}
+
+func metaConditionTrue(np *karpv1.NodePool, t string) bool {
+	for _, c := range np.Status.Conditions {
+		if c.Type == t {
+			return c.Status == "True"
+		}
+	}
+	return false
+}

@@ -1,0 +1,279 @@
+// Package up runs karpool's whole loop on one machine: a local Kubernetes control plane (etcd,
+// kube-apiserver, kube-controller-manager, kube-scheduler, kwok), the AWS simulator with node
+// bootstrap, a git server whose repository is seeded from an example, a PoolSync pointing at it,
+// and the karpool controller, all stopped again (by PID) when the context ends.
+package up
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/karpool/karpool/api/karpool/v1alpha1"
+	"github.com/karpool/karpool/examples"
+	"github.com/karpool/karpool/internal/awssim"
+	"github.com/karpool/karpool/internal/gitserver"
+	"github.com/karpool/karpool/internal/localenv"
+	"github.com/karpool/karpool/internal/migrate"
+	"github.com/karpool/karpool/internal/operator"
+)
+
+// ClusterName is the simulated cluster; the examples' discovery tags name it.
+const ClusterName = "karpool-local"
+
+// Options configure Run.
+type Options struct {
+	// Example names the directory of examples/ the git repository is seeded from: "workshop"
+	// (default) or a seed, e.g. "seeds/004-weasel" (legacy manifests are migrated first).
+	Example string
+	// Dir is where the environment's directory is created (default the system temp dir).
+	Dir string
+	// BinDir holds the control-plane binaries (default as localenv: $KARPOOL_BIN_DIR or bin/).
+	BinDir string
+	// Interval is the PoolSync interval (default 15 s: a push shows up quickly).
+	Interval time.Duration
+	// Out receives progress and the summary; the controller's JSON log goes to a file in the
+	// environment's directory.
+	Out io.Writer
+}
+
+// Examples lists the names Example accepts.
+func Examples() []string {
+	names := []string{"workshop"}
+	entries, _ := fs.ReadDir(examples.FS, "seeds")
+	for _, e := range entries {
+		if e.IsDir() {
+			names = append(names, "seeds/"+e.Name())
+		}
+	}
+	return names
+}
+
+// Run starts everything, prints how to use it, and blocks until ctx ends; then it stops
+// everything it started.
+func Run(ctx context.Context, opts Options) (err error) {
+	if opts.Example == "" {
+		opts.Example = "workshop"
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = 15 * time.Second
+	}
+	if opts.Out == nil {
+		opts.Out = io.Discard
+	}
+	if _, err := fs.Stat(examples.FS, opts.Example); err != nil {
+		return fmt.Errorf("unknown example %q; choose one of: %s", opts.Example, strings.Join(Examples(), ", "))
+	}
+	say := func(format string, args ...any) { fmt.Fprintf(opts.Out, format+"\n", args...) }
+	if err := ensureTools(ctx, opts.BinDir, opts.Out); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp(opts.Dir, "karpool-up-")
+	if err != nil {
+		return err
+	}
+	started := time.Now()
+	say("starting the local control plane in %s ...", dir)
+	env, err := localenv.Start(ctx, localenv.Options{BinDir: opts.BinDir, Dir: dir, Logf: func(f string, a ...any) { say("  "+f, a...) }})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		say("stopping the control plane ...")
+		err = errors.Join(err, env.Stop())
+	}()
+	sim, err := awssim.Start(awssim.Options{ClusterName: ClusterName, Kube: env.Config})
+	if err != nil {
+		return err
+	}
+	defer sim.Close()
+	if err := createNodeRole(ctx, sim.AWSConfig()); err != nil {
+		return err
+	}
+	remote, stopGit, err := serveRepository(ctx, filepath.Join(dir, "git"), opts.Example)
+	if err != nil {
+		return err
+	}
+	defer stopGit()
+	c, err := env.Client()
+	if err != nil {
+		return err
+	}
+	ps := &v1alpha1.PoolSync{
+		ObjectMeta: metav1.ObjectMeta{Name: "pools"},
+		Spec: v1alpha1.PoolSyncSpec{
+			URL: remote, Interval: metav1.Duration{Duration: opts.Interval}, Prune: true,
+			Ref: &v1alpha1.GitRef{Branch: "main"},
+		},
+	}
+	if err := c.Create(ctx, ps); err != nil {
+		return fmt.Errorf("creating the PoolSync: %w", err)
+	}
+	logPath := filepath.Join(dir, "controller.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	metricsAddr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	probeAddr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	cfg := operator.Config{
+		Kube: env.Config, AWS: sim.AWSConfig(), ClusterName: ClusterName,
+		MetricsAddr: metricsAddr, ProbeAddr: probeAddr,
+		Log: operator.NewJSONLogger(logFile, false),
+	}
+	return operator.Run(ctx, cfg, func(r operator.Ready) {
+		say("")
+		say("karpool is up (%s, example %s) in %s", ClusterName, opts.Example, time.Since(started).Round(100*time.Millisecond))
+		say("  kubeconfig:    export KUBECONFIG=%s", env.Kubeconfig)
+		say("  git remote:    git clone %s", remote)
+		say("  metrics:       %s", r.MetricsURL)
+		say("  AWS simulator: %s (state: %sstate)", sim.URL(), sim.AdminURL())
+		say("  controller log: %s", logPath)
+		say("")
+		say("try:")
+		say("  kubectl get poolsync,nodepools,ec2nodeclasses")
+		say("  kubectl scale deployment/inflate --replicas 5 && kubectl get nodeclaims,nodes -w")
+		say("  git clone %s pools && cd pools   # edit nodepool.yaml, commit, git push", remote)
+		say("stop with Ctrl-C")
+	})
+}
+
+// ensureTools builds missing control-plane binaries with hack/tools.sh when running inside
+// the repository (its output shows the progress), and otherwise says how to get them.
+func ensureTools(ctx context.Context, binDir string, out io.Writer) error {
+	_, err := localenv.CheckBinaries(binDir)
+	var missing *localenv.MissingBinariesError
+	if err == nil || !errors.As(err, &missing) {
+		return err
+	}
+	if _, statErr := os.Stat(filepath.Join("hack", "tools.sh")); statErr != nil {
+		return fmt.Errorf("%w; run 'make tools' in the karpool repository (or set KARPOOL_BIN_DIR)", err)
+	}
+	fmt.Fprintln(out, "building the missing tools with hack/tools.sh (cached for the next run) ...")
+	cmd := exec.CommandContext(ctx, "bash", "hack/tools.sh")
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("hack/tools.sh: %w", err)
+	}
+	_, err = localenv.CheckBinaries(binDir)
+	return err
+}
+
+// createNodeRole creates the node role the examples' EC2NodeClasses name, as a cluster's AWS
+// prerequisites would; karpool creates the instance profile from it.
+func createNodeRole(ctx context.Context, cfg aws.Config) error {
+	_, err := iam.NewFromConfig(cfg).CreateRole(ctx, &iam.CreateRoleInput{
+		RoleName:                 aws.String("KarpenterNodeRole-" + ClusterName),
+		AssumeRolePolicyDocument: aws.String(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}`),
+	})
+	if err != nil {
+		return fmt.Errorf("creating the node role in the simulator: %w", err)
+	}
+	return nil
+}
+
+// serveRepository creates root/pools.git with one commit holding the example (legacy
+// manifests migrated to v1), serves root over HTTP on 127.0.0.1 and returns the clone URL.
+func serveRepository(ctx context.Context, root, example string) (string, func(), error) {
+	work := filepath.Join(root, "seed")
+	bare := filepath.Join(root, "pools.git")
+	if err := writeExample(work, example); err != nil {
+		return "", nil, err
+	}
+	for _, args := range [][]string{
+		{"init", "--quiet", "--bare", "--initial-branch=main", bare},
+		{"-C", work, "init", "--quiet", "--initial-branch=main"},
+		{"-C", work, "add", "--all"},
+		{"-C", work, "-c", "user.name=karpool up", "-c", "user.email=up@karpool.invalid", "commit", "--quiet", "-m", "Seed from examples/" + example},
+		{"-C", work, "push", "--quiet", bare, "main"},
+	} {
+		cmd := exec.CommandContext(ctx, "git", args...)
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", nil, fmt.Errorf("git %s: %w\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	if err := gitserver.EnablePush(bare); err != nil {
+		return "", nil, err
+	}
+	h, err := gitserver.Handler(root)
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return fmt.Sprintf("http://%s/pools.git", ln.Addr()), func() { _ = srv.Close() }, nil
+}
+
+// writeExample copies examples/<example> to dir. Legacy (v1alpha5 / v1beta1) manifests are
+// converted with karpool migrate, so the repository holds what PoolSync accepts.
+func writeExample(dir, example string) error {
+	var files []string
+	err := fs.WalkDir(examples.FS, example, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files = append(files, p)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	sort.Strings(files)
+	for _, p := range files {
+		data, err := fs.ReadFile(examples.FS, p)
+		if err != nil {
+			return err
+		}
+		rel := strings.TrimPrefix(p, example+"/")
+		if ext := path.Ext(p); ext == ".yaml" || ext == ".yml" {
+			out, _, err := migrate.Bytes(rel, data)
+			if err != nil {
+				return fmt.Errorf("migrating examples/%s: %w", p, err)
+			}
+			data = out
+		}
+		target := filepath.Join(dir, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(target, data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
