@@ -135,6 +135,8 @@ func (l *Lifecycle) drain(ctx context.Context, nc *karpv1.NodeClaim, node *corev
 		case err == nil, apierrors.IsNotFound(err):
 		case apierrors.IsTooManyRequests(err):
 			// A PodDisruptionBudget does not allow it right now; try again later.
+		case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+			// The namespace is going away and deletes the pod itself.
 		default:
 			return 0, fmt.Errorf("evicting pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
