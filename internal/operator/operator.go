@@ -92,11 +92,10 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	if err != nil {
 		return fmt.Errorf("region %q: %w", cfg.AWS.Region, err)
 	}
-	unavailable := catalog.NewUnavailable()
 	provider, err := awsprovider.New(cfg.AWS, awsprovider.Options{
 		ClusterName: cfg.ClusterName, ClusterEndpoint: cfg.ClusterEndpoint, ClusterCA: cfg.ClusterCA,
 		ClusterCIDR: cfg.ClusterCIDR, KubernetesVersion: cfg.KubernetesVersion,
-		Catalog: cat, Unavailable: unavailable,
+		Catalog: cat,
 	})
 	if err != nil {
 		return err

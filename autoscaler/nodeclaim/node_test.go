@@ -1,0 +1,74 @@
+package nodeclaim
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+)
+
+func claim() *karpv1.NodeClaim {
+	return &karpv1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "default-abc", UID: "uid-1", Labels: map[string]string{"type": "karpenter", karpv1.LabelNodePool: "default"}},
+		Spec: karpv1.NodeClaimSpec{
+			Taints:        []karpv1.Taint{{Key: "dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule}},
+			StartupTaints: []karpv1.Taint{{Key: "cni-not-ready", Effect: corev1.TaintEffectNoSchedule}},
+			Resources: karpv1.ResourceRequirements{Requests: corev1.ResourceList{
+				"memory": resource.MustParse("1Gi"), "nvidia.com/gpu": resource.MustParse("1")}},
+		},
+	}
+}
+
+func TestAdoptNode(t *testing.T) {
+	node := &corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{
+		{Key: karpv1.TaintKeyUnregistered, Effect: corev1.TaintEffectNoExecute},
+		{Key: "dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule},
+	}}}
+	adoptNode(node, claim())
+	if node.Labels["type"] != "karpenter" || node.Labels[karpv1.LabelNodeRegistered] != "true" {
+		t.Errorf("labels %v", node.Labels)
+	}
+	keys := map[string]int{}
+	for _, tt := range node.Spec.Taints {
+		keys[tt.Key]++
+	}
+	if keys[karpv1.TaintKeyUnregistered] != 0 || keys["dedicated"] != 1 || keys["cni-not-ready"] != 1 {
+		t.Errorf("taints %v: want the unregistered taint gone, dedicated once, the startup taint added", node.Spec.Taints)
+	}
+	if len(node.Finalizers) != 1 || node.Finalizers[0] != karpv1.TerminationFinalizer {
+		t.Errorf("finalizers %v", node.Finalizers)
+	}
+	adoptNode(node, claim())
+	if len(node.OwnerReferences) != 1 || len(node.Finalizers) != 1 || len(node.Spec.Taints) != 2 {
+		t.Errorf("adopting twice changed the node: %+v", node)
+	}
+}
+
+func TestNotInitialized(t *testing.T) {
+	ready := corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue}
+	cases := []struct {
+		name string
+		node corev1.Node
+		want string
+	}{
+		{"not ready", corev1.Node{}, "node is not Ready"},
+		{"startup taint", corev1.Node{
+			Spec:   corev1.NodeSpec{Taints: []corev1.Taint{{Key: "cni-not-ready", Effect: corev1.TaintEffectNoSchedule}}},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{ready}},
+		}, `startup taint "cni-not-ready" is still on the node`},
+		{"gpu missing", corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{ready}}},
+			`extended resource "nvidia.com/gpu" is not registered on the node yet`},
+		{"initialized", corev1.Node{Status: corev1.NodeStatus{
+			Conditions:  []corev1.NodeCondition{ready},
+			Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")},
+		}}, ""},
+	}
+	for _, c := range cases {
+		if got := notInitialized(&c.node, claim()); got != c.want {
+			t.Errorf("%s: got %q, want %q", c.name, got, c.want)
+		}
+	}
+}
