@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/karpool/karpool/autoscaler/cloud"
 	"github.com/karpool/karpool/autoscaler/metrics"
@@ -54,7 +56,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Provider: opts.Provider, Region: opts.Region, BatchIdle: opts.BatchIdle, BatchMax: opts.BatchMax,
 		Recorder: recorder, Metrics: m,
 	})
-	if err := mgr.Add(prov); err != nil {
+	// Runnables get the manager's context, which carries no logger; give them the manager's
+	// (the process-wide default may belong to another manager in tests).
+	withLogger := func(r interface{ Start(context.Context) error }) manager.RunnableFunc {
+		return func(ctx context.Context) error { return r.Start(log.IntoContext(ctx, mgr.GetLogger())) }
+	}
+	if err := mgr.Add(withLogger(prov)); err != nil {
 		return err
 	}
 	if err := provisioning.NewPodWatcher(mgr.GetClient(), prov, m).SetupWithManager(mgr); err != nil {
@@ -71,7 +78,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := nodeclaim.NewNodeTermination(mgr.GetClient()).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := mgr.Add(nodeclaim.NewGarbageCollector(mgr.GetClient(), mgr.GetAPIReader(), opts.GCInterval, claimOpts)); err != nil {
+	if err := mgr.Add(withLogger(nodeclaim.NewGarbageCollector(mgr.GetClient(), mgr.GetAPIReader(), opts.GCInterval, claimOpts))); err != nil {
 		return err
 	}
 	return nodepool.NewStatus(mgr.GetClient(), opts.Provider, m).SetupWithManager(mgr)
