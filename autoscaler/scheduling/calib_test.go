@@ -71,7 +71,7 @@ func bestSingleType(in *scheduling.Input) (string, float64) {
 
 func TestCalibrateSingleType(t *testing.T) {
 	if os.Getenv("CALIBRATE") == "" {
-		t.Skip()
+		t.Skip("calibration tool, not a test: set CALIBRATE=1 to run it")
 	}
 	for _, np := range []*karpv1.NodePool{allNonBurstablePool(), cmrPool()} {
 		in := lognormalInput(t, calibPods(), np)
@@ -83,7 +83,7 @@ func TestCalibrateSingleType(t *testing.T) {
 
 func TestCalibratePerPod(t *testing.T) {
 	if os.Getenv("CALIBRATE") == "" {
-		t.Skip()
+		t.Skip("calibration tool, not a test: set CALIBRATE=1 to run it")
 	}
 	in := lognormalInput(t, workload.Lognormal(10000), allNonBurstablePool())
 	bound := lowerBound(t, in).LowerBound
@@ -122,7 +122,7 @@ func mathLog(x float64) float64 { return math.Log(x) }
 // contiguous groups each packed (fluidly) on one family's largest type.
 func TestCalibrateGroups(t *testing.T) {
 	if os.Getenv("CALIBRATE") == "" {
-		t.Skip()
+		t.Skip("calibration tool, not a test: set CALIBRATE=1 to run it")
 	}
 	for _, np := range []*karpv1.NodePool{allNonBurstablePool(), cmrPool()} {
 		in := lognormalInput(t, calibPods(), np)
@@ -198,7 +198,7 @@ func calibPods() []*corev1.Pod {
 // for several memory-ratio spreads of the lognormal profile.
 func TestCalibrateBoundMix(t *testing.T) {
 	if os.Getenv("CALIBRATE") == "" {
-		t.Skip()
+		t.Skip("calibration tool, not a test: set CALIBRATE=1 to run it")
 	}
 	for _, ms := range []float64{0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0} {
 		pods := workload.Pods(workload.LognormalShapesWith(10000, 1, 0.9, ms))
@@ -219,7 +219,7 @@ func TestCalibrateBoundMix(t *testing.T) {
 // all-types pool (without a1, with spot, generations above 4).
 func TestCalibrateBoundVariants(t *testing.T) {
 	if os.Getenv("CALIBRATE") == "" {
-		t.Skip()
+		t.Skip("calibration tool, not a test: set CALIBRATE=1 to run it")
 	}
 	pods := workload.Lognormal(10000)
 	noA1 := allNonBurstablePool()
@@ -244,7 +244,7 @@ func TestCalibrateBoundVariants(t *testing.T) {
 // (SEED, INDEP and POOL=cmr select the input).
 func TestCalibrateEngineMix(t *testing.T) {
 	if os.Getenv("CALIBRATE") == "" {
-		t.Skip()
+		t.Skip("calibration tool, not a test: set CALIBRATE=1 to run it")
 	}
 	pools := []*karpv1.NodePool{allNonBurstablePool(), cmrPool()}
 	if os.Getenv("POOL") == "cmr" {
@@ -289,7 +289,7 @@ func TestCalibrateEngineMix(t *testing.T) {
 // seeds, profiles and pools.
 func TestCalibrateSeeds(t *testing.T) {
 	if os.Getenv("CALIBRATE") == "" {
-		t.Skip()
+		t.Skip("calibration tool, not a test: set CALIBRATE=1 to run it")
 	}
 	spot := func() *karpv1.NodePool {
 		np := allNonBurstablePool()

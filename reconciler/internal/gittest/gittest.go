@@ -11,7 +11,6 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"net/http/cgi"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -19,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/karpool/karpool/internal/gitserver"
 )
 
 // Repo is a bare repository and a working clone that pushes to it.
@@ -171,14 +172,9 @@ func (s *Server) Start(t testing.TB) {
 	if s.srv != nil {
 		return
 	}
-	backend, err := exec.Command("git", "--exec-path").Output()
+	cgiHandler, err := gitserver.Handler(s.Root)
 	if err != nil {
-		t.Fatalf("git --exec-path: %v", err)
-	}
-	cgiHandler := &cgi.Handler{
-		Path:   filepath.Join(strings.TrimSpace(string(backend)), "git-http-backend"),
-		Env:    []string{"GIT_PROJECT_ROOT=" + s.Root, "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"},
-		Stderr: io.Discard,
+		t.Fatal(err)
 	}
 	handler := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		s.mu.Lock()
