@@ -117,6 +117,15 @@ func (l *Lifecycle) Reconcile(ctx context.Context, req reconcile.Request) (recon
 
 func isTrue(nc *karpv1.NodeClaim, t string) bool { return state.IsTrue(nc, t) }
 
+// requeueOnConflict turns a conflict (another reconcile got there first) into a quiet
+// requeue that starts over from the stored object; other errors are returned.
+func requeueOnConflict(err error) (reconcile.Result, error) {
+	if apierrors.IsConflict(err) {
+		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, nil
+	}
+	return reconcile.Result{}, err
+}
+
 // launch creates the instance. The cloud provider is idempotent per NodeClaim UID, so a launch
 // interrupted after the instance was created (crash, lost response) finds the same instance on
 // the next attempt instead of creating a second one.
@@ -230,8 +239,8 @@ func (l *Lifecycle) register(ctx context.Context, nc *karpv1.NodeClaim) (reconci
 	setCondition(nc, karpv1.ConditionTypeRegistered, metav1.ConditionTrue, "Registered", "", mt)
 	setCondition(nc, karpv1.ConditionTypeInitialized, metav1.ConditionUnknown, "AwaitingInitialization", "waiting for the node to become ready", mt)
 	setReady(nc, mt)
-	if err := l.patchStatus(ctx, before, nc); err != nil {
-		return reconcile.Result{}, err
+	if err := l.patchTransition(ctx, before, nc); err != nil {
+		return requeueOnConflict(err)
 	}
 	logger.Info("registered nodeclaim", "Node", klog.KRef("", node.Name))
 	if l.opts.Metrics != nil {
@@ -319,8 +328,8 @@ func (l *Lifecycle) initialize(ctx context.Context, nc *karpv1.NodeClaim) (recon
 	now := metav1.NewTime(l.opts.Now())
 	setCondition(nc, karpv1.ConditionTypeInitialized, metav1.ConditionTrue, "Initialized", "", now)
 	setReady(nc, now)
-	if err := l.patchStatus(ctx, before, nc); err != nil {
-		return reconcile.Result{}, err
+	if err := l.patchTransition(ctx, before, nc); err != nil {
+		return requeueOnConflict(err)
 	}
 	log.FromContext(ctx).Info("initialized nodeclaim", "Node", klog.KRef("", node.Name), "allocatable", node.Status.Allocatable)
 	if l.opts.Metrics != nil {
@@ -383,4 +392,11 @@ func (l *Lifecycle) nodeClass(ctx context.Context, nc *karpv1.NodeClaim) (*awsv1
 // patchStatus writes the status change from before to after as a merge patch.
 func (l *Lifecycle) patchStatus(ctx context.Context, before, after *karpv1.NodeClaim) error {
 	return l.client.Status().Patch(ctx, after, client.MergeFrom(before))
+}
+
+// patchTransition writes a one-time status transition (registered, initialized) only if
+// before is still the stored version: a reconcile that started from a stale cache copy gets a
+// conflict instead of repeating the transition, its log line and its metric.
+func (l *Lifecycle) patchTransition(ctx context.Context, before, after *karpv1.NodeClaim) error {
+	return l.client.Status().Patch(ctx, after, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 }

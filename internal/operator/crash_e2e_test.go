@@ -2,26 +2,12 @@ package operator_test
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/karpool/karpool/internal/awssim"
 )
-
-// buildKarpool builds the karpool binary for tests that need a separate process.
-func buildKarpool(t testing.TB) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "karpool")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/karpool/karpool/cmd/karpool")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // TestControllerKilledAfterCreateFleet: the controller process is SIGKILLed after EC2 created
 // the instance but before the response reached it. The restarted controller finds the same
@@ -30,30 +16,8 @@ func buildKarpool(t testing.TB) string {
 // NodeClaims.
 func TestControllerKilledAfterCreateFleet(t *testing.T) {
 	h := newHarness(t)
-	bin := buildKarpool(t)
 	h.sim.SetFaults(awssim.Faults{ResponseLatency: map[string]awssim.Duration{"ec2:CreateFleet": {Duration: time.Minute}}})
-	logPath := filepath.Join(t.TempDir(), "killed-controller.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	cmd := exec.Command(bin, "controller", "--cluster-name", clusterName, "--kubeconfig", h.env.Kubeconfig,
-		"--leader-elect=false", "--metrics-bind-address", freeAddr(t), "--health-probe-bind-address", freeAddr(t))
-	cmd.Env = append(os.Environ(), h.sim.Env()...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait() // the exit status of a SIGKILLed process says nothing more
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill() // by PID; a no-op once it exited
-		<-exited
-	})
+	proc := h.startProcess("--leader-elect=false")
 
 	ns := h.namespace("crash")
 	h.apply("", repoFile("examples", "workshop", "ec2nodeclass.yaml"), repoFile("examples", "workshop", "nodepool.yaml"))
@@ -67,10 +31,7 @@ func TestControllerKilledAfterCreateFleet(t *testing.T) {
 		}
 		return fmt.Errorf("no successful CreateFleet yet")
 	})
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-exited
+	proc.signal(syscall.SIGKILL)
 	killedAt := time.Now()
 	if n := h.liveInstances(); n != 1 {
 		t.Fatalf("after the kill the simulator holds %d live instances, want 1", n)
@@ -108,8 +69,8 @@ func TestControllerKilledAfterCreateFleet(t *testing.T) {
 			fleets++
 		}
 	}
-	if data, _ := os.ReadFile(logPath); !strings.Contains(string(data), "created nodeclaim") {
-		t.Errorf("the killed controller's log has no \"created nodeclaim\":\n%s", data)
+	if !proc.logs("created nodeclaim") {
+		t.Errorf("the killed controller's log has no \"created nodeclaim\":\n%s", proc.log())
 	}
 	t.Logf("%d successful CreateFleet calls (the retry reuses the client token)", fleets)
 }

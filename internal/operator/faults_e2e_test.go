@@ -168,3 +168,65 @@ func TestInsufficientCapacityFallsBack(t *testing.T) {
 		t.Errorf("the simulator holds %d instances, want 1", n)
 	}
 }
+
+// TestRegistrationTimeout: an instance whose Node does not register within the registration
+// TTL is given up: its NodeClaim is deleted with a RegistrationTimeout event and the instance
+// terminated. Once nodes register again, the pods get a new NodeClaim and run.
+func TestRegistrationTimeout(t *testing.T) {
+	h := newHarness(t)
+	h.sim.SetFaults(awssim.Faults{RegistrationLatency: awssim.Duration{Duration: time.Hour}})
+	h.cfg.RegistrationTTL = 10 * time.Second
+	h.startController()
+	ns := h.namespace("registration")
+	h.apply("", repoFile("examples", "workshop", "ec2nodeclass.yaml"), repoFile("examples", "workshop", "nodepool.yaml"))
+	h.apply(ns, repoFile("examples", "seeds", "003-workshop", "inflate-deployment.yaml"))
+	h.scale(ns, "inflate", 5)
+
+	var first string // the providerID of the instance that never registers
+	h.eventually("first instance launched", 2*time.Minute, func() error {
+		for _, nc := range h.nodeClaims() {
+			if nc.Status.ProviderID != "" {
+				first = nc.Status.ProviderID
+				return nil
+			}
+		}
+		return fmt.Errorf("no launched NodeClaim yet")
+	})
+	h.eventually("timed-out instance terminated", 2*time.Minute, func() error {
+		for _, nc := range h.nodeClaims() {
+			if nc.Status.ProviderID == first {
+				return fmt.Errorf("the NodeClaim of %s still exists", first)
+			}
+		}
+		for _, in := range h.sim.Instances() {
+			if in.ProviderID == first && (in.State == "pending" || in.State == "running") {
+				return fmt.Errorf("%s is still %s", first, in.State)
+			}
+		}
+		return nil
+	})
+	if len(h.logLines("deleting nodeclaim, node did not register")) == 0 {
+		t.Errorf("no \"deleting nodeclaim, node did not register\" log line")
+	}
+	h.eventually("RegistrationTimeout event", time.Minute, func() error {
+		var events corev1.EventList
+		if err := h.c.List(h.ctx, &events, client.MatchingFields{"reason": "RegistrationTimeout"}); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.InvolvedObject.Kind == "NodeClaim" && strings.Contains(e.Message, first) {
+				return nil
+			}
+		}
+		return fmt.Errorf("none yet among %d", len(events.Items))
+	})
+
+	h.sim.SetFaults(awssim.Faults{})
+	h.runningPods(ns, "inflate", 5, 3*time.Minute)
+	if n := len(h.nodeClaims()); n != 1 {
+		t.Errorf("want 1 NodeClaim after recovery, got %d", n)
+	}
+	if n := h.liveInstances(); n != 1 {
+		t.Errorf("the simulator holds %d live instances, want 1", n)
+	}
+}

@@ -80,7 +80,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 		Metrics:                 metricsserver.Options{BindAddress: cfg.MetricsAddr},
 		HealthProbeBindAddress:  cfg.ProbeAddr,
 		LeaderElection:          cfg.LeaderElection,
-		LeaderElectionID:        "karpool-leader-election",
+		LeaderElectionID:        leaseName,
 		LeaderElectionNamespace: cfg.Namespace,
 		// Losing the lease must stop the process: another replica takes over at once.
 		LeaderElectionReleaseOnCancel: true,
@@ -130,6 +130,17 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	}); err != nil {
 		return err
 	}
+	if cfg.LeaderElection {
+		// Replicas that wait for the lease are otherwise silent; this line tells an operator
+		// which one acts.
+		go func() {
+			select {
+			case <-mgr.Elected():
+				cfg.Log.Info("acting as leader", "lease", cfg.Namespace+"/"+leaseName)
+			case <-ctx.Done():
+			}
+		}()
+	}
 	if ready != nil {
 		go func() {
 			if mgr.GetCache().WaitForCacheSync(ctx) {
@@ -139,6 +150,9 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	}
 	return mgr.Start(ctx)
 }
+
+// leaseName is the Lease replicas compete for, in Config.Namespace.
+const leaseName = "karpool-leader-election"
 
 // fluxRecorder returns Flux's reconcile metrics recorder, registered once per process (tests
 // run the operator more than once).

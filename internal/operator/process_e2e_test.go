@@ -1,0 +1,160 @@
+package operator_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	"github.com/karpool/karpool/autoscaler/catalog"
+)
+
+// TestControllerProbesAndMetrics runs `karpool controller` as a process: its probes answer,
+// and after seed 003's scale-out its metrics endpoint counts one NodeClaim through every
+// lifecycle step, five pods bound, the pool's usage and its cost at the m5.large list price.
+func TestControllerProbesAndMetrics(t *testing.T) {
+	h := newHarness(t)
+	proc := h.startProcess("--leader-elect=false")
+	h.eventually("probes answer 200", time.Minute, func() error {
+		if err := proc.probe("/healthz"); err != nil {
+			return err
+		}
+		return proc.probe("/readyz")
+	})
+
+	ns := h.namespace("metrics")
+	h.apply("", repoFile("examples", "workshop", "ec2nodeclass.yaml"), repoFile("examples", "workshop", "nodepool.yaml"))
+	h.apply(ns, repoFile("examples", "seeds", "003-workshop", "inflate-deployment.yaml"))
+	h.scale(ns, "inflate", 5)
+	h.runningPods(ns, "inflate", 5, 3*time.Minute)
+	nodes := h.karpenterNodes()
+	if len(nodes) != 1 {
+		t.Fatalf("want one node, got %d", len(nodes))
+	}
+	zone := nodes[0].Labels[corev1.LabelTopologyZone]
+	cat, err := catalog.Load("us-east-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, ok := cat.InstanceType("m5.large", catalog.NodeClassOptions{})
+	if !ok {
+		t.Fatal("m5.large missing from the catalog")
+	}
+	wantPrice := -1.0
+	for _, o := range it.Offerings {
+		if o.Zone == zone && o.CapacityType == karpv1.CapacityTypeOnDemand {
+			wantPrice = o.PricePerHour
+		}
+	}
+
+	pool := map[string]string{"nodepool": "default"}
+	want := []struct {
+		name   string
+		labels map[string]string
+		value  float64
+	}{
+		{"karpenter_nodeclaims_created_total", pool, 1},
+		{"karpenter_nodeclaims_launched_total", pool, 1},
+		{"karpenter_nodeclaims_registered_total", pool, 1},
+		{"karpenter_nodeclaims_initialized_total", pool, 1},
+		{"karpool_pods_pending_to_bound_seconds", nil, 5},
+		{"karpenter_nodepools_usage", map[string]string{"nodepool": "default", "resource_type": "cpu"}, 2},
+		{"karpenter_nodepools_usage", map[string]string{"nodepool": "default", "resource_type": "nodes"}, 1},
+		{"karpenter_nodepools_limit", map[string]string{"nodepool": "default", "resource_type": "cpu"}, 1000},
+		{"karpool_nodepool_cost_per_hour_dollars", pool, wantPrice},
+		{"karpool_unschedulable_pods", nil, 0},
+	}
+	// The status controller and the pod watcher update their metrics a moment after the pods
+	// run, so poll until every value holds.
+	h.eventually("metrics", time.Minute, func() error {
+		families, err := proc.scrape()
+		if err != nil {
+			return err
+		}
+		var wrong []string
+		for _, w := range want {
+			got, found := metricValue(families, w.name, w.labels)
+			if !found || got != w.value {
+				wrong = append(wrong, fmt.Sprintf("%s%v = %v (found %t), want %v", w.name, w.labels, got, found, w.value))
+			}
+		}
+		if len(wrong) > 0 {
+			return fmt.Errorf("%s", strings.Join(wrong, "; "))
+		}
+		return nil
+	})
+}
+
+// TestLeaderElectionFailover runs two `karpool controller` replicas with leader election: only
+// the one holding the Lease provisions; when it stops (SIGTERM releases the Lease) the other
+// takes over and provisions the next pods, and no pod gets two NodeClaims.
+func TestLeaderElectionFailover(t *testing.T) {
+	h := newHarness(t)
+	leaseNS := h.namespace("leader-election")
+	args := []string{"--leader-elect", "--namespace", leaseNS}
+	first := h.startProcess(args...)
+	h.eventually("first replica leads", time.Minute, func() error {
+		if !first.logs("acting as leader") {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	second := h.startProcess(args...)
+	h.eventually("second replica ready", time.Minute, func() error { return second.probe("/readyz") })
+	holder := h.leaseHolder(leaseNS)
+
+	ns := h.namespace("failover")
+	h.apply("", repoFile("examples", "workshop", "ec2nodeclass.yaml"), repoFile("examples", "workshop", "nodepool.yaml"))
+	h.apply(ns, repoFile("examples", "seeds", "003-workshop", "inflate-deployment.yaml"))
+	h.scale(ns, "inflate", 5)
+	h.runningPods(ns, "inflate", 5, 3*time.Minute)
+	if !first.logs("created nodeclaim") {
+		t.Errorf("the leader did not create the NodeClaim")
+	}
+	if second.logs("created nodeclaim") || second.logs("acting as leader") {
+		t.Fatalf("the standby replica acted while the leader held the Lease:\n%s", tail(second.log(), 20))
+	}
+
+	first.signal(syscall.SIGTERM)
+	h.eventually("second replica leads", time.Minute, func() error {
+		if !second.logs("acting as leader") {
+			return fmt.Errorf("not yet")
+		}
+		if now := h.leaseHolder(leaseNS); now == holder {
+			return fmt.Errorf("lease still held by %s", holder)
+		}
+		return nil
+	})
+	// Five more 1Gi pods do not fit on the m5.large: the new leader provisions for them.
+	h.scale(ns, "inflate", 10)
+	h.runningPods(ns, "inflate", 10, 3*time.Minute)
+	if !second.logs("created nodeclaim") {
+		t.Errorf("the new leader did not create a NodeClaim")
+	}
+	if claims := h.nodeClaims(); len(claims) != 2 {
+		t.Errorf("want 2 NodeClaims (one per replica's turn), got %d", len(claims))
+	}
+}
+
+// leaseHolder returns the holder identity of karpool's leader-election Lease in ns ("" when
+// there is none yet).
+func (h *harness) leaseHolder(ns string) string {
+	h.t.Helper()
+	var lease coordinationv1.Lease
+	ctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
+	defer cancel()
+	if err := h.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "karpool-leader-election"}, &lease); err != nil {
+		h.t.Fatalf("leader-election lease: %v", err)
+	}
+	if lease.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *lease.Spec.HolderIdentity
+}
