@@ -17,7 +17,7 @@ import (
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
 	"github.com/karpool/karpool/internal/localenv"
 	"github.com/karpool/karpool/internal/localenv/localenvtest"
-	"github.com/karpool/karpool/reconciler/internal/gittest"
+	"github.com/karpool/karpool/internal/gittest"
 )
 
 // applyCounter counts server-side applies, dry-run or real.

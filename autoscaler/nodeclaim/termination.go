@@ -104,6 +104,7 @@ func (l *Lifecycle) drain(ctx context.Context, nc *karpv1.NodeClaim, node *corev
 		if err := l.client.Patch(ctx, node, patch); err != nil {
 			return 0, fmt.Errorf("cordoning node %s: %w", node.Name, err)
 		}
+		log.FromContext(ctx).Info("tainted node", "Node", klog.KRef("", node.Name), "taint", karpv1.DisruptedNoScheduleTaint.ToString())
 	}
 	var pods corev1.PodList
 	if err := l.client.List(ctx, &pods, client.MatchingFields{podNodeNameField: node.Name}); err != nil {

@@ -23,12 +23,17 @@ func BenchmarkScaleOut1000(b *testing.B) {
 	}
 }
 
+// benchRuns numbers the runs of one test binary: each gets its own namespace, since the
+// previous one may still be terminating.
+var benchRuns int
+
 func benchScaleOut(b *testing.B, n int) {
 	b.StopTimer()
 	h := newHarness(b)
 	proc := h.startProcess("--leader-elect=false")
 	h.eventually("controller ready", time.Minute, func() error { return proc.probe("/readyz") })
-	ns := h.namespace("bench")
+	benchRuns++
+	ns := h.namespace(fmt.Sprintf("bench-%d", benchRuns))
 	pool := writeManifest(b, "pool.yaml", `apiVersion: karpenter.sh/v1
 kind: NodePool
 metadata:
@@ -82,4 +87,10 @@ spec:
 	b.ReportMetric(elapsed.Seconds(), "s-to-all-running")
 	b.ReportMetric(float64(rss)/(1<<20), "peak-rss-MB")
 	b.ReportMetric(float64(len(h.karpenterNodes())), "nodes")
+	families, err := proc.scrape()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cost, _ := metricValue(families, "karpool_nodepool_cost_per_hour_dollars", map[string]string{"nodepool": "general"})
+	b.ReportMetric(cost, "$/h")
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/karpool/karpool/reconciler/internal/gittest"
+	"github.com/karpool/karpool/internal/gittest"
 )
 
 func fetch(t *testing.T, f *Fetcher, req Request) *Artifact {
