@@ -13,9 +13,9 @@ import (
 	karpenterv1 "github.com/karpool/karpool/api/karpenter/v1"
 	karpenterawsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
+	"github.com/karpool/karpool/internal/gittest"
 	"github.com/karpool/karpool/internal/localenv"
 	"github.com/karpool/karpool/internal/localenv/localenvtest"
-	"github.com/karpool/karpool/internal/gittest"
 	"github.com/karpool/karpool/reconciler/source"
 )
 

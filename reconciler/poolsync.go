@@ -13,6 +13,7 @@ package reconciler
 import (
 	"context"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,12 +23,14 @@ import (
 	"github.com/fluxcd/pkg/runtime/patch"
 	"github.com/fluxcd/pkg/runtime/predicates"
 	"github.com/fluxcd/pkg/runtime/reconcile"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	kuberecorder "k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
@@ -43,6 +46,8 @@ const (
 	OwnerLabel = "poolsync.karpool.dev/name"
 	// ControllerName names the controller in logs, metrics and events.
 	ControllerName = "poolsync"
+	// Finalizer holds a PoolSync until its deletion policy has been carried out.
+	Finalizer = "finalizers.karpool.dev"
 	// DefaultSecretNamespace is where spec.secretRef Secrets live unless configured otherwise.
 	DefaultSecretNamespace = "karpool-system"
 )
@@ -57,6 +62,8 @@ const (
 	ValidationFailedReason = "ValidationFailed"
 	// InvalidSpecReason: the PoolSync itself is wrong; it is Stalled until its spec changes.
 	InvalidSpecReason = "InvalidSpec"
+	// DeletedWithPoolSyncReason is the event reason for objects deleted with their PoolSync.
+	DeletedWithPoolSyncReason = "DeletedWithPoolSync"
 	// DriftCorrectedReason is the event reason for objects restored after an in-cluster edit.
 	DriftCorrectedReason = "DriftCorrected"
 )
@@ -162,6 +169,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if !obj.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.finalizeDeletion(ctx, obj)
+	}
+	// The finalizer goes on before anything is applied, so that no deletion can miss objects.
+	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
+		before := obj.DeepCopy()
+		controllerutil.AddFinalizer(obj, Finalizer)
+		if err := r.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	patcher := patch.NewSerialPatcher(obj, r.Client)
 
 	defer func() {
@@ -176,6 +194,57 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, nil
 	}
 	return r.reconcile(ctx, obj, patcher)
+}
+
+// finalizeDeletion runs when a PoolSync is deleted: the objects of its inventory are deleted
+// (those still carrying its owner label) when its deletion policy says so, then the finalizer is
+// released. A failed deletion keeps the finalizer and is retried with backoff.
+func (r *Reconciler) finalizeDeletion(ctx context.Context, obj *v1alpha1.PoolSync) error {
+	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
+		return nil
+	}
+	if deletesObjects(obj) && obj.Status.Inventory != nil {
+		deleted, err := r.prune(ctx, obj, obj.Status.Inventory.Entries)
+		if err != nil {
+			r.event(obj, corev1.EventTypeWarning, meta.PruneFailedReason, "deleting the applied objects: %v", err)
+			return err
+		}
+		if len(deleted) > 0 {
+			r.event(obj, corev1.EventTypeNormal, DeletedWithPoolSyncReason, "Deleted with the PoolSync (deletionPolicy %s): %s", policy(obj), strings.Join(deleted, ", "))
+		}
+	}
+	before := obj.DeepCopy()
+	controllerutil.RemoveFinalizer(obj, Finalizer)
+	if err := r.Patch(ctx, obj, client.MergeFrom(before)); client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	r.remember(obj.Name, nil)
+	r.forget(obj.Name)
+	return nil
+}
+
+// policy is the PoolSync's deletion policy with its default.
+func policy(obj *v1alpha1.PoolSync) v1alpha1.DeletionPolicy {
+	if obj.Spec.DeletionPolicy == "" {
+		return v1alpha1.DeletionPolicyMirrorPrune
+	}
+	return obj.Spec.DeletionPolicy
+}
+
+// deletesObjects says whether deleting obj deletes what it applied. Like Flux, a suspended
+// PoolSync leaves its objects: suspension means hands off.
+func deletesObjects(obj *v1alpha1.PoolSync) bool {
+	if obj.Spec.Suspend {
+		return false
+	}
+	switch policy(obj) {
+	case v1alpha1.DeletionPolicyDelete:
+		return true
+	case v1alpha1.DeletionPolicyMirrorPrune:
+		return obj.Spec.Prune
+	default:
+		return false
+	}
 }
 
 // ReconcileDetached runs one reconciliation of a PoolSync that does not exist in the cluster

@@ -436,3 +436,59 @@ func TestNewNamespaceAndAdoptedObjects(t *testing.T) {
 		t.Errorf("adopted ConfigMap: %v data %v labels %v", err, cm.Data, cm.Labels)
 	}
 }
+
+// TestDeletionPolicy: deleting a PoolSync deletes what it applied when its deletion policy says
+// so (MirrorPrune follows spec.prune, Delete always, Orphan never), and waits for it through the
+// finalizer; orphaned objects stay as they were.
+func TestDeletionPolicy(t *testing.T) {
+	h := startController(t)
+	repo, _, commit := workshopRepo(t)
+	for _, c := range []struct {
+		name    string
+		policy  v1alpha1.DeletionPolicy
+		prune   bool
+		deletes bool
+	}{
+		{"mirror-prune", "", true, true},
+		{"mirror-no-prune", v1alpha1.DeletionPolicyMirrorPrune, false, false},
+		{"delete", v1alpha1.DeletionPolicyDelete, false, true},
+		{"orphan", v1alpha1.DeletionPolicyOrphan, true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h.t = t
+			name := "deletion-" + c.name
+			h.poolSync(name, repo.FileURL(), "clusters/dev", func(ps *v1alpha1.PoolSync) {
+				ps.Spec.DeletionPolicy, ps.Spec.Prune = c.policy, c.prune
+			})
+			h.waitApplied(name, commit)
+			if fin := h.get(name).Finalizers; len(fin) != 1 || fin[0] != Finalizer {
+				t.Fatalf("finalizers %v, want [%s]", fin, Finalizer)
+			}
+			if err := h.c.Delete(context.Background(), &v1alpha1.PoolSync{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+				t.Fatal(err)
+			}
+			h.waitFor(30*time.Second, "PoolSync "+name+" gone", func() (bool, string) {
+				err := h.c.Get(context.Background(), types.NamespacedName{Name: name}, &v1alpha1.PoolSync{})
+				return apierrors.IsNotFound(err), fmt.Sprint(err)
+			})
+			np, err := h.nodePool("default")
+			switch {
+			case c.deletes && !apierrors.IsNotFound(err) && np.DeletionTimestamp.IsZero():
+				t.Errorf("NodePool default left after the PoolSync's deletion (err %v)", err)
+			case !c.deletes && err != nil:
+				t.Errorf("NodePool default deleted with the PoolSync: %v", err)
+			case !c.deletes && np.Labels[OwnerLabel] != name:
+				t.Errorf("orphaned NodePool lost its labels: %v", np.Labels)
+			}
+			nc := &karpenterawsv1.EC2NodeClass{}
+			err = h.c.Get(context.Background(), types.NamespacedName{Name: "default"}, nc)
+			if c.deletes != (apierrors.IsNotFound(err) || !nc.DeletionTimestamp.IsZero()) {
+				t.Errorf("EC2NodeClass after deletion: %v (want deleted: %t)", err, c.deletes)
+			}
+			if c.deletes {
+				h.waitEvent(name, DeletedWithPoolSyncReason, "NodePool/default")
+			}
+			h.cleanup(name) // the orphans, before the next case applies them again
+		})
+	}
+}

@@ -15,9 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
+	"github.com/karpool/karpool/internal/gittest"
 	"github.com/karpool/karpool/internal/localenv"
 	"github.com/karpool/karpool/internal/localenv/localenvtest"
-	"github.com/karpool/karpool/internal/gittest"
 )
 
 // applyCounter counts server-side applies, dry-run or real.

@@ -77,6 +77,15 @@ type PoolSyncSpec struct {
 	// +optional
 	Prune bool `json:"prune"`
 
+	// DeletionPolicy says what happens to the applied objects when this PoolSync is deleted:
+	// MirrorPrune deletes them if prune is true, Delete always deletes them, Orphan leaves them
+	// in the cluster. A suspended PoolSync leaves them whatever the policy. Deleting a NodePool
+	// drains and terminates its nodes.
+	// +kubebuilder:validation:Enum=Delete;MirrorPrune;Orphan
+	// +kubebuilder:default:=MirrorPrune
+	// +optional
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+
 	// AWS configures the AWS resources rendered alongside the pools.
 	// +optional
 	AWS *AWSSpec `json:"aws,omitempty"`
@@ -102,6 +111,18 @@ type GitRef struct {
 	// +optional
 	Commit string `json:"commit,omitempty"`
 }
+
+// DeletionPolicy is what a PoolSync's deletion does to the objects it applied.
+type DeletionPolicy string
+
+const (
+	// DeletionPolicyMirrorPrune deletes the objects when spec.prune is true.
+	DeletionPolicyMirrorPrune DeletionPolicy = "MirrorPrune"
+	// DeletionPolicyDelete deletes the objects.
+	DeletionPolicyDelete DeletionPolicy = "Delete"
+	// DeletionPolicyOrphan leaves the objects.
+	DeletionPolicyOrphan DeletionPolicy = "Orphan"
+)
 
 // AWSMode says what karpool does with the AWS resources a set of pools needs.
 // +kubebuilder:validation:Enum=off;plan;apply
