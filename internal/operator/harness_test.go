@@ -250,14 +250,19 @@ func (h *harness) cleanup() {
 		}
 	}
 	_ = h.c.DeleteAllOf(ctx, &awsv1.EC2NodeClass{})
+	// The namespaces must be gone too: pods left Pending in a terminating namespace would be
+	// planned by the next test's controller.
 	for {
 		var classes awsv1.EC2NodeClassList
-		if err := h.c.List(ctx, &classes); err == nil && len(classes.Items) == 0 {
+		var left corev1.NamespaceList
+		errClasses := h.c.List(ctx, &classes)
+		errNS := h.c.List(ctx, &left, client.HasLabels{testNamespaceLabel})
+		if errClasses == nil && errNS == nil && len(classes.Items) == 0 && len(left.Items) == 0 {
 			return
 		}
 		select {
 		case <-ctx.Done():
-			h.t.Errorf("cleanup: EC2NodeClasses left")
+			h.t.Errorf("cleanup: %d EC2NodeClasses and %d test namespaces left", len(classes.Items), len(left.Items))
 			return
 		case <-tick.C:
 		}

@@ -219,16 +219,27 @@ const LeakGracePeriod = 30 * time.Second
 type Instance struct {
 	ID         string
 	LaunchTime time.Time
+	// NodeClaim is the instance's karpenter.sh/nodeclaim tag, written by CreateFleet itself.
+	NodeClaim string
 }
 
-// Leaked returns, sorted, the ids of the instances that no NodeClaim owns (ownedIDs holds the
-// instance ids of the NodeClaims' status.providerID) and that were launched more than
-// LeakGracePeriod before now. The grace period covers the moment between CreateFleet
-// returning and the NodeClaim's status recording the provider id.
-func Leaked(instances []Instance, ownedIDs map[string]bool, now time.Time) []string {
+// Leaked returns, sorted, the ids of the instances that no NodeClaim of claims owns and that were
+// launched more than LeakGracePeriod before now. A NodeClaim owns the instance its
+// status.providerID names and the instances tagged with its name: a launch that took effect
+// while the controller was down (the response never arrived, so the providerID was never
+// recorded) still belongs to the NodeClaim that retries it with the same client token, however
+// long the controller stayed down.
+func Leaked(instances []Instance, claims []karpv1.NodeClaim, now time.Time) []string {
+	ownedIDs, ownerNames := map[string]bool{}, map[string]bool{}
+	for _, c := range claims {
+		if id, err := instanceID(c.Status.ProviderID); err == nil {
+			ownedIDs[id] = true
+		}
+		ownerNames[c.Name] = true
+	}
 	var out []string
 	for _, in := range instances {
-		if ownedIDs[in.ID] || now.Sub(in.LaunchTime) <= LeakGracePeriod {
+		if ownedIDs[in.ID] || (in.NodeClaim != "" && ownerNames[in.NodeClaim]) || now.Sub(in.LaunchTime) <= LeakGracePeriod {
 			continue
 		}
 		out = append(out, in.ID)
@@ -237,16 +248,11 @@ func Leaked(instances []Instance, ownedIDs map[string]bool, now time.Time) []str
 	return out
 }
 
-// GarbageCollect terminates the cluster's instances that no NodeClaim in claims owns and that
-// are older than LeakGracePeriod at now, and returns their ids. claims must be every NodeClaim
-// of the cluster (a partial list would terminate the instances of the missing ones).
+// GarbageCollect terminates the cluster's instances that no NodeClaim in claims owns (see
+// Leaked) and that are older than LeakGracePeriod at now, and returns their ids. claims must be
+// every NodeClaim of the cluster (a partial list would terminate the instances of the missing
+// ones).
 func (p *Provider) GarbageCollect(ctx context.Context, claims []karpv1.NodeClaim, now time.Time) ([]string, error) {
-	owned := map[string]bool{}
-	for _, c := range claims {
-		if id, err := instanceID(c.Status.ProviderID); err == nil {
-			owned[id] = true
-		}
-	}
 	ins, err := p.instances(ctx)
 	if err != nil {
 		return nil, err
@@ -256,9 +262,10 @@ func (p *Provider) GarbageCollect(ctx context.Context, claims []karpv1.NodeClaim
 		if in.State != nil && in.State.Name == ec2types.InstanceStateNameShuttingDown {
 			continue
 		}
-		candidates = append(candidates, Instance{ID: aws.ToString(in.InstanceId), LaunchTime: aws.ToTime(in.LaunchTime)})
+		candidates = append(candidates, Instance{ID: aws.ToString(in.InstanceId), LaunchTime: aws.ToTime(in.LaunchTime),
+			NodeClaim: tagMap(in.Tags)[TagNodeClaim]})
 	}
-	leaked := Leaked(candidates, owned, now)
+	leaked := Leaked(candidates, claims, now)
 	if len(leaked) == 0 {
 		return nil, nil
 	}

@@ -384,13 +384,20 @@ func TestLeaked(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	ins := []cloudaws.Instance{
 		{ID: "i-old-owned", LaunchTime: now.Add(-time.Hour)},
-		{ID: "i-old-leaked", LaunchTime: now.Add(-31 * time.Second)},
+		{ID: "i-old-leaked", LaunchTime: now.Add(-31 * time.Second), NodeClaim: "gone-claim"},
 		{ID: "i-young", LaunchTime: now.Add(-29 * time.Second)},
 		{ID: "i-edge", LaunchTime: now.Add(-30 * time.Second)},
+		{ID: "i-old-tagged", LaunchTime: now.Add(-time.Hour), NodeClaim: "default-unrecorded"},
+		{ID: "i-old-untagged", LaunchTime: now.Add(-time.Hour)},
 	}
-	got := cloudaws.Leaked(ins, map[string]bool{"i-old-owned": true}, now)
-	if !slices.Equal(got, []string{"i-old-leaked"}) {
-		t.Errorf("Leaked = %v", got)
+	claims := []karpv1.NodeClaim{
+		{ObjectMeta: metav1.ObjectMeta{Name: "default-recorded"}, Status: karpv1.NodeClaimStatus{ProviderID: "aws:///us-east-1a/i-old-owned"}},
+		// Its launch took effect but its providerID was never recorded: the tag says whose it is.
+		{ObjectMeta: metav1.ObjectMeta{Name: "default-unrecorded"}},
+	}
+	got := cloudaws.Leaked(ins, claims, now)
+	if want := []string{"i-old-leaked", "i-old-untagged"}; !slices.Equal(got, want) {
+		t.Errorf("Leaked = %v, want %v", got, want)
 	}
 }
 
