@@ -776,7 +776,7 @@ func (s *solver) domainOf(b *bin, key string) (string, bool) {
 // existing node is judged by its labels. A new NodeClaim may still launch as types (or with
 // pool-defined label values) inside or outside the filter: for hostname counters, counting
 // whenever it may match is the safe side; for the others the NodeClaim is narrowed to the side
-// its current target is on, so that the count stays exact.
+// its reference type (refType) is on, so that the count stays exact.
 func (s *solver) filterEligible(ctr *counter, b *bin) bool {
 	if b.kind != binNew {
 		for _, sig := range ctr.filter {
@@ -787,7 +787,7 @@ func (s *solver) filterEligible(ctr *counter, b *bin) bool {
 		return false
 	}
 	p := s.pools[b.pool]
-	in, match, elig := s.filterDecision(ctr, b)
+	in, match, elig := s.filterDecision(ctr, b, s.refType(b))
 	if elig == nil {
 		return false
 	}
@@ -799,21 +799,23 @@ func (s *solver) filterEligible(ctr *counter, b *bin) bool {
 		}
 		return false
 	}
-	narrowed := b.types.clone()
-	if in {
-		narrowed.and(narrowed, match.types)
-	} else {
-		for i := range narrowed {
-			narrowed[i] &^= elig[i]
-		}
-	}
 	var none catalog.Resources
-	if len(p.minValues) > 0 && !s.minValuesOK(b, narrowed, b.zoneMask, b.ctMask, &none, 0) {
-		// Narrowing would break minValues: keep the types, but make sure the node launches
-		// (as its cheapest option) on the side it was counted on.
-		b.sides = append(b.sides, side{elig: elig, in: in})
-	} else {
+	if narrowed := sideTypes(b.types, in, match, elig); len(p.minValues) == 0 || s.minValuesOK(b, narrowed, b.zoneMask, b.ctMask, &none, 0) {
 		b.types, b.allTypes = narrowed, false
+	} else {
+		// Narrowing would break minValues: keep the types, but make sure the node launches
+		// (as its cheapest option) on the side it was counted on. Only options priced at or
+		// above the cheapest type on that side can then be listed; when those are too few,
+		// count on the side of the type the NodeClaim launches as (floorType) instead, which
+		// keeps every option it lists now.
+		b.sides = append(b.sides, side{elig: elig, in: in})
+		if !s.minValuesOK(b, b.types, b.zoneMask, b.ctMask, &none, 0) {
+			b.sides = b.sides[:len(b.sides)-1]
+			if t, _ := s.floorType(b, b.types, b.zoneMask, b.ctMask, &b.used); t >= 0 {
+				in, match, _ = s.filterDecision(ctr, b, t)
+			}
+			b.sides = append(b.sides, side{elig: elig, in: in})
+		}
 	}
 	if in && match.custom != nil {
 		if b.custom == nil {
@@ -831,11 +833,38 @@ func (s *solver) filterEligible(ctr *counter, b *bin) bool {
 	return in
 }
 
+// refType is the type a new NodeClaim's side of a node filter is decided by: its target, or,
+// when a side recorded earlier excludes the target (it was decided by floorType), the type it
+// launches as.
+func (s *solver) refType(b *bin) int {
+	if b.sideOK(int(b.target)) {
+		return int(b.target)
+	}
+	if t, _ := s.floorType(b, b.types, b.zoneMask, b.ctMask, &b.used); t >= 0 {
+		return t
+	}
+	return int(b.target)
+}
+
+// sideTypes narrows a type set to one side of a node filter: the matching signature's types
+// (in), or the types no signature the NodeClaim could match allows (out).
+func sideTypes(types bitset, in bool, match *sigCompat, elig bitset) bitset {
+	narrowed := types.clone()
+	if in {
+		narrowed.and(narrowed, match.types)
+	} else {
+		for i := range narrowed {
+			narrowed[i] &^= elig[i]
+		}
+	}
+	return narrowed
+}
+
 // filterDecision decides on which side of a counter's node filter a new NodeClaim falls: in
-// when its target type is allowed by a filter signature whose pool-defined labels the NodeClaim
-// can still take (match is that signature's evaluation); elig are the types of every signature
-// the NodeClaim could match (nil when none can).
-func (s *solver) filterDecision(ctr *counter, b *bin) (bool, *sigCompat, bitset) {
+// when type ref is allowed by a filter signature whose pool-defined labels the NodeClaim can
+// still take (match is that signature's evaluation); elig are the types of every signature the
+// NodeClaim could match (nil when none can).
+func (s *solver) filterDecision(ctr *counter, b *bin, ref int) (bool, *sigCompat, bitset) {
 	p := s.pools[b.pool]
 	var elig bitset
 	var match *sigCompat
@@ -850,7 +879,7 @@ func (s *solver) filterDecision(ctr *counter, b *bin) (bool, *sigCompat, bitset)
 		for i := range elig {
 			elig[i] |= cp.types[i]
 		}
-		if match == nil && cp.types.has(int(b.target)) {
+		if match == nil && cp.types.has(ref) {
 			match = cp
 		}
 	}
@@ -876,24 +905,17 @@ func (s *solver) customPossible(b *bin, cp *sigCompat) bool {
 // are counted on the new NodeClaim (so that minValues can be checked beforehand).
 func (s *solver) filterNarrow(c *class, b *bin, types bitset, zones uint32) bitset {
 	out := types
+	ref := s.refType(b)
 	for _, id := range c.countedBy {
 		ctr := s.counters[id]
 		if ctr.filter == nil || ctr.kind == keyHost {
 			continue
 		}
-		in, match, elig := s.filterDecision(ctr, b)
+		in, match, elig := s.filterDecision(ctr, b, ref)
 		if elig == nil {
 			continue
 		}
-		narrowed := out.clone()
-		if in {
-			narrowed.and(narrowed, match.types)
-		} else {
-			for i := range narrowed {
-				narrowed[i] &^= elig[i]
-			}
-		}
-		if s.minValuesOK(b, narrowed, zones, b.ctMask, &c.req, 1) {
+		if narrowed := sideTypes(out, in, match, elig); s.minValuesOK(b, narrowed, zones, b.ctMask, &c.req, 1) {
 			out = narrowed
 		}
 	}

@@ -610,40 +610,31 @@ func (s *solver) labelMin(c *class, sp spreadC, ctr *counter) int32 {
 // pods of size req, still fits enough distinct values of every minValues requirement of its
 // pool.
 //
-// In a pool with limits a NodeClaim lists only the types that keep the pool within them in
-// place of its target (the others at theirs) and cost no less than the target (it counts
-// against the limits as its cheapest option; see finalizeBin). The target ends as the cheapest
-// type shrink can move it to, which is at most as expensive as the cheapest one here that fits
-// and is no larger than the current target in a limited resource; the types from that price
-// up are what count.
+// Only the options priced at or above the NodeClaim's launch type (floorType) count when that
+// type is constrained: in a pool with limits a NodeClaim lists only the types that keep the pool
+// within them in place of its target (the others at theirs) and cost no less than the target (it
+// counts against the limits as its cheapest option); on a NodeClaim with sides, a cheaper type
+// off a side would launch it on the wrong side. See finalizeBin.
 func (s *solver) minValuesOK(b *bin, types bitset, zones uint32, cts uint8, req *catalog.Resources, k int) bool {
 	p := s.pools[b.pool]
+	if len(p.minValues) == 0 {
+		return true
+	}
 	need := b.used
 	addTo(&need, req, int64(k))
-	limited := false
-	for r := range p.limited {
-		limited = limited || p.limited[r]
-	}
+	limited := p.hasLimits()
 	cur := &p.types[b.target]
 	var prices []float64
 	floor := math.Inf(-1)
-	if limited {
+	if limited || len(b.sides) > 0 {
 		prices = p.prices(s, zones, cts)
-		floor = math.Inf(1)
-		types.each(func(i int) bool {
-			t := &p.types[i]
-			if prices[i] < floor && fits(&need, &t.usable) && t.offers(zones, cts) && b.sideOK(i) &&
-				(i == int(b.target) || p.fitsLimitsSwap(cur, t) && !p.grows(cur, t)) {
-				floor = prices[i]
-			}
-			return true
-		})
+		_, floor = s.floorType(b, types, zones, cts, &need)
 	}
 	for _, mv := range p.minValues {
 		seen := map[string]bool{}
 		types.each(func(i int) bool {
 			t := &p.types[i]
-			if limited && (prices[i] < floor || i != int(b.target) && !p.fitsLimitsSwap(cur, t)) {
+			if prices != nil && prices[i] < floor || limited && i != int(b.target) && !p.fitsLimitsSwap(cur, t) {
 				return true
 			}
 			if fits(&need, &t.usable) && t.offers(zones, cts) {
@@ -658,6 +649,27 @@ func (s *solver) minValuesOK(b *bin, types bitset, zones uint32, cts uint8, req 
 		}
 	}
 	return true
+}
+
+// floorType is the type a new NodeClaim narrowed to types, zones and cts and holding need
+// launches as once shrunk (see bestType), and its price: the cheapest that fits, is offered, is
+// on every side of the NodeClaim and, in a pool with limits, is the target or fits the limits in
+// its place without growing a limited resource (-1 and +Inf if none).
+func (s *solver) floorType(b *bin, types bitset, zones uint32, cts uint8, need *catalog.Resources) (int, float64) {
+	p := s.pools[b.pool]
+	limited := p.hasLimits()
+	cur := &p.types[b.target]
+	prices := p.prices(s, zones, cts)
+	best, floor := -1, math.Inf(1)
+	types.each(func(i int) bool {
+		t := &p.types[i]
+		if prices[i] < floor && fits(need, &t.usable) && t.offers(zones, cts) && b.sideOK(i) &&
+			(!limited || i == int(b.target) || p.fitsLimitsSwap(cur, t) && !p.grows(cur, t)) {
+			best, floor = i, prices[i]
+		}
+		return true
+	})
+	return best, floor
 }
 
 // openBin opens a new NodeClaim for the class (in zone z if z >= 0): the highest-weight pool

@@ -287,6 +287,16 @@ func (p *poolState) grows(from, to *typeInfo) bool {
 	return false
 }
 
+// hasLimits reports whether some resource of the pool is limited (the node count aside).
+func (p *poolState) hasLimits() bool {
+	for r := range p.limited {
+		if p.limited[r] {
+			return true
+		}
+	}
+	return false
+}
+
 func (p *poolState) fitsLimitsSwap(from, to *typeInfo) bool {
 	for r := range p.limited {
 		if p.limited[r] && p.usage[r]-from.it.Capacity[r]+to.it.Capacity[r] > p.limits[r] {

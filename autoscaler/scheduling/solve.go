@@ -319,8 +319,9 @@ func (s *solver) finalizeBin(b *bin, maxTypes int) NodeClaim {
 		opts = append(opts, opt{i, prices[i]})
 	}
 	if len(b.sides) > 0 {
-		// The cheapest option must stay on the side its pods were counted on (bin.sides),
-		// unless dropping the cheaper other-side types would break minValues.
+		// The cheapest option must stay on the side its pods were counted on (bin.sides).
+		// Placements keep enough options at or above that price for minValues (minValuesOK),
+		// so the check below is a last resort that prefers minValues.
 		kept := make([]opt, 0, len(opts))
 		for _, o := range opts {
 			if o.price >= prices[b.target] || b.sideOK(o.t) {
