@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/karpool/karpool/autoscaler/catalog"
+	"github.com/karpool/karpool/internal/awstransport"
 )
 
 // Defaults of Options.
@@ -240,6 +241,9 @@ func (s *Server) AWSConfig() aws.Config {
 		Region:       s.opts.Region,
 		Credentials:  credentials.NewStaticCredentialsProvider(c.AccessKeyID, c.SecretAccessKey, ""),
 		BaseEndpoint: aws.String(s.url),
+		// A local endpoint answers fast enough to trip the SDK's request-body race (see
+		// internal/awstransport), so clients of the simulator get the buffered client.
+		HTTPClient: awstransport.New(nil),
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 
 	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/cloud"
+	"github.com/karpool/karpool/internal/awstransport"
 )
 
 // UnavailableFor is how long an offering that failed with insufficient capacity is avoided.
@@ -100,6 +101,9 @@ func New(cfg aws.Config, opts Options) (*Provider, error) {
 		opts.Now = time.Now
 	}
 	cfg = cfg.Copy()
+	if _, ok := cfg.HTTPClient.(awstransport.BufferedBodies); !ok {
+		cfg.HTTPClient = awstransport.New(cfg.HTTPClient)
+	}
 	cfg.Retryer = func() aws.Retryer {
 		return retry.NewAdaptiveMode(func(o *retry.AdaptiveModeOptions) {
 			o.StandardOptions = append(o.StandardOptions, func(so *retry.StandardOptions) {
