@@ -64,6 +64,16 @@ func (b *bin) sideOK(t int) bool {
 	return true
 }
 
+// holds reports whether the NodeClaim already records that side.
+func (b *bin) holds(elig bitset, in bool) bool {
+	for _, sd := range b.sides {
+		if sd.in == in && sd.elig.equal(elig) {
+			return true
+		}
+	}
+	return false
+}
+
 func (b *bin) room() catalog.Resources {
 	var r catalog.Resources
 	for i := range r {
@@ -327,7 +337,7 @@ func (s *solver) bestType(b *bin) int {
 	best, bestPrice := -1, math.Inf(1)
 	b.types.each(func(i int) bool {
 		t := &p.types[i]
-		if prices[i] >= bestPrice || !fits(&b.used, &t.usable) || math.IsInf(prices[i], 1) || !b.sideOK(i) {
+		if prices[i] >= bestPrice || !fits(&b.used, &t.usable) || math.IsInf(prices[i], 1) || !b.sideOK(i) || !s.launchOK(b, i, b.zoneMask, b.ctMask) {
 			return true
 		}
 		if i != int(b.target) && (!p.fitsLimitsSwap(cur, t) || !s.keepsMinValues(p, cur, t, b)) {
@@ -377,10 +387,9 @@ func (s *solver) retarget(b *bin, target int) {
 
 // narrowZone fixes an undecided new NodeClaim's zone and counts the pods that waited for it.
 func (s *solver) narrowZone(b *bin, z int32) {
-	if b.zone == z {
+	if b.zone == z && b.zoneMask == 1<<z {
 		return
 	}
-	b.zone = z
 	b.zoneMask = 1 << z
 	p := s.pools[b.pool]
 	if b.allTypes {
@@ -392,12 +401,69 @@ func (s *solver) narrowZone(b *bin, z int32) {
 		}
 		return true
 	})
+	s.launchIn(b, z)
+}
+
+// launchIn decides the zone a new NodeClaim launches in and counts the pods that waited for it.
+func (s *solver) launchIn(b *bin, z int32) {
+	b.zone = z
 	if len(b.uncounted) > 0 {
 		for _, pi := range b.uncounted {
 			s.countPod(s.podClass[pi], b, 1, true)
 		}
 		b.uncounted = b.uncounted[:0]
 	}
+}
+
+// launchWide reports whether a new NodeClaim launches in a decided zone (b.zone) while it lists
+// more: its pool's minValues needs types no single zone offers (see launchZone).
+func (b *bin) launchWide() bool { return b.zone >= 0 && b.zoneMask != 1<<uint(b.zone) }
+
+// launchOK reports whether type t, as the cheapest option of the NodeClaim narrowed to zones
+// and cts, launches it in its decided zone: t's cheapest offering there is in that zone.
+func (s *solver) launchOK(b *bin, t int, zones uint32, cts uint8) bool {
+	if b.zone < 0 || zones == 1<<uint(b.zone) {
+		return true
+	}
+	p := s.pools[b.pool]
+	return p.prices(s, 1<<uint(b.zone), cts)[t] == p.prices(s, zones, cts)[t]
+}
+
+// launchZone decides where a new NodeClaim launches whose zone must stay open because no
+// single zone keeps its pool's minValues (-1 if no zone will do). It still launches in one
+// zone, the zone of its cheapest offering, and pods counted per zone must be counted there when
+// they are placed, not when (if ever) the zone is settled: the NodeClaim keeps listing every
+// zone, b.zone records the launch zone, and its cheapest option must be a type offered
+// cheapest there (launchOK; bestType, floorType and finalizeBin see to it). A zone qualifies
+// when, with k more pods of size req, a type that fits launches there and the options priced
+// at or above it keep the minValues (minValuesOK); the cheapest such type wins, then the zone
+// where the class's counted pods are fewest (c may be nil), then the lowest index.
+func (s *solver) launchZone(b *bin, c *class, req *catalog.Resources, k int) int32 {
+	need := b.used
+	addTo(&need, req, int64(k))
+	best, bestCount, bestPrice := int32(-1), int32(0), 0.0
+	for m := b.zoneMask; m != 0; m &= m - 1 {
+		z := int32(bits.TrailingZeros32(m))
+		b.zone = z
+		_, price := s.floorType(b, b.types, b.zoneMask, b.ctMask, &need)
+		ok := !math.IsInf(price, 1) && s.minValuesOK(b, b.types, b.zoneMask, b.ctMask, req, k)
+		b.zone = -1
+		if !ok {
+			continue
+		}
+		var cnt int32
+		if c != nil {
+			for _, id := range c.countedBy {
+				if ctr := s.counters[id]; ctr.kind == keyZone {
+					cnt += ctr.zone[z]
+				}
+			}
+		}
+		if best < 0 || price < bestPrice || price == bestPrice && cnt < bestCount {
+			best, bestCount, bestPrice = z, cnt, price
+		}
+	}
+	return best
 }
 
 // minValuesZones are the zones of the mask that keep the pool's minValues satisfied for the

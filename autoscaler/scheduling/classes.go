@@ -817,20 +817,30 @@ func (s *solver) filterEligible(ctr *counter, b *bin) bool {
 			b.sides = append(b.sides, side{elig: elig, in: in})
 		}
 	}
-	if in && match.custom != nil {
-		if b.custom == nil {
-			b.custom = map[string]*domain{}
-		}
-		for key, fd := range match.custom {
-			bd := b.custom[key]
-			if bd == nil {
-				bd = p.custom[key].clone()
-				b.custom[key] = bd
-			}
-			bd.intersect(fd)
-		}
+	if in {
+		s.narrowCustom(b, match)
 	}
 	return in
+}
+
+// narrowCustom narrows a new NodeClaim's pool-defined labels to the values a filter signature
+// it was counted inside of accepts.
+func (s *solver) narrowCustom(b *bin, match *sigCompat) {
+	if match.custom == nil {
+		return
+	}
+	p := s.pools[b.pool]
+	if b.custom == nil {
+		b.custom = map[string]*domain{}
+	}
+	for key, fd := range match.custom {
+		bd := b.custom[key]
+		if bd == nil {
+			bd = p.custom[key].clone()
+			b.custom[key] = bd
+		}
+		bd.intersect(fd)
+	}
 }
 
 // refType is the type a new NodeClaim's side of a node filter is decided by: its target, or,

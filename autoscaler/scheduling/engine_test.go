@@ -3,6 +3,7 @@ package scheduling_test
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -562,5 +563,119 @@ func TestSpreadHonorSidesKeepMinValues(t *testing.T) {
 	}
 	if hi-lo > 1 {
 		t.Errorf("group x pods on arm64 nodes per zone %v: skew %d > 1", arm64PerZone, hi-lo)
+	}
+}
+
+// TestHostnameSpreadIgnoresNodeClaimsLaunchingOutside: amd64 pods with a hostname spread
+// (maxSkew 1, nodeAffinityPolicy Honor) cannot get a new node (the only pool is tainted), so
+// the spread is counted over the nodes that exist: one amd64 node, and the NodeClaims the
+// tolerating pods opened, which list amd64 options but launch as their cheapest, arm64. Those
+// are no domains of the spread, so every pod fits on the amd64 node (random seed 25367 failed
+// the checker: the engine counted the NodeClaims as empty domains and left 3 pods pending).
+func TestHostnameSpreadIgnoresNodeClaimsLaunchingOutside(t *testing.T) {
+	tainted := pool("tainted", func(np *karpv1.NodePool) {
+		np.Spec.Template.Spec.Taints = []karpv1.Taint{{Key: "dedicated", Value: "x", Effect: corev1.TaintEffectNoSchedule}}
+	})
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "old", Labels: map[string]string{
+		"topology.kubernetes.io/zone": "zone-a", "kubernetes.io/arch": "amd64", "kubernetes.io/hostname": "old"}}}
+	node.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("64Gi"), corev1.ResourcePods: resource.MustParse("50")}
+	tolerant := pods("tolerant", 2, "1500m", "1Gi", func(p *corev1.Pod) {
+		p.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}}
+		p.Spec.NodeSelector = map[string]string{"karpenter.sh/nodepool": "tainted"}
+		p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{
+			{LabelSelector: sel(map[string]string{"app": "tolerant"}), TopologyKey: "kubernetes.io/hostname"}}}}
+	})
+	spread := pods("spread", 4, "1", "1Gi", func(p *corev1.Pod) {
+		p.Spec.NodeSelector = map[string]string{"kubernetes.io/arch": "amd64"}
+		p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: "kubernetes.io/hostname",
+			WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: sel(map[string]string{"app": "spread"})}}
+	})
+	res := solve(t, &scheduling.Input{Pods: append(tolerant, spread...), Pools: []scheduling.Pool{tainted}, Nodes: []scheduling.ExistingNode{{Node: node}}})
+	if len(res.Unschedulable) > 0 {
+		t.Fatalf("unschedulable: %v", res.Unschedulable)
+	}
+	if got := len(res.Placements()); got != len(spread) {
+		t.Errorf("%d pods on the existing node, want the %d spread pods", got, len(spread))
+	}
+	for i := range res.NodeClaims {
+		if nc := &res.NodeClaims[i]; nc.Labels["kubernetes.io/arch"] != "arm64" {
+			t.Errorf("%s launches as %s, want arm64 (the cheapest)", nc.Name, cheapest(nc))
+		}
+	}
+}
+
+// TestMinValuesOpenZoneCountsPods: NodeClaims of a pool whose minValues (3 types) no single
+// zone meets keep every zone, yet launch in one, the zone of their cheapest offering. Pods on
+// them that a zone spread or a zone pod affinity counts must be counted there as they are
+// placed (random seeds 30181 and 30658 failed the checker: the pods were counted nowhere, so a
+// later zone spread saw no skew where it had one and a zone affinity saw no pod to follow).
+func TestMinValuesOpenZoneCountsPods(t *testing.T) {
+	oneZone := func(it catalog.InstanceType, zone string) catalog.InstanceType {
+		var offs []catalog.Offering
+		for _, o := range it.Offerings {
+			if o.Zone == zone {
+				offs = append(offs, o)
+			}
+		}
+		it.Offerings = offs
+		return it
+	}
+	minValues := pool("minvalues", func(np *karpv1.NodePool) {
+		np.Spec.Weight = ptr(int32(10))
+		np.Spec.Template.Spec.Requirements = []karpv1.NodePoolRequirement{
+			{Key: "node.kubernetes.io/instance-type", Operator: corev1.NodeSelectorOpExists, MinValues: ptr(3)},
+		}
+	})
+	// Each type in one zone only: the cheapest, and so the launch zone, is zone-c.
+	minValues.InstanceTypes = []catalog.InstanceType{
+		oneZone(itype("m5.large", 2, 8, 29, 0.096, "amd64", false), "zone-a"),
+		oneZone(itype("m6g.large", 2, 8, 29, 0.090, "arm64", false), "zone-b"),
+		oneZone(itype("c5.large", 2, 4, 29, 0.085, "amd64", false), "zone-c"),
+	}
+	// Placed first (largest), one per NodeClaim, all in the pool with minValues.
+	counted := pods("counted", 3, "1500m", "1Gi", func(p *corev1.Pod) {
+		p.Labels["group"] = "y"
+		p.Spec.NodeSelector = map[string]string{"karpenter.sh/nodepool": "minvalues"}
+		p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{
+			{LabelSelector: sel(map[string]string{"app": "counted"}), TopologyKey: "kubernetes.io/hostname"}}}}
+	})
+	toDefault := func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"karpenter.sh/nodepool": "default"} }
+	// No node selector: with nodeAffinityPolicy Honor the pods on every node count.
+	spread := pods("spread", 3, "250m", "256Mi", func(p *corev1.Pod) {
+		p.Labels["group"] = "y"
+		p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: "topology.kubernetes.io/zone",
+			WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: sel(map[string]string{"group": "y"})}}
+	})
+	follow := pods("follow", 2, "250m", "256Mi", toDefault, func(p *corev1.Pod) {
+		p.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{
+			{LabelSelector: sel(map[string]string{"app": "counted"}), TopologyKey: "topology.kubernetes.io/zone"}}}}
+	})
+	for _, tc := range []struct {
+		name    string
+		pending []*corev1.Pod
+	}{{"zone spread", spread}, {"zone pod affinity", follow}} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := &scheduling.Input{Pods: append(slices.Clone(counted), tc.pending...), Pools: []scheduling.Pool{minValues, pool("default")}}
+			res := solve(t, in)
+			if len(res.Unschedulable) > 0 {
+				t.Fatalf("unschedulable: %v", res.Unschedulable)
+			}
+			zoneOf := map[string]string{}
+			for i := range res.NodeClaims {
+				nc := &res.NodeClaims[i]
+				zoneOf[nc.Name] = nc.Labels["topology.kubernetes.io/zone"]
+				if nc.Pool == "minvalues" && (len(nc.Zones) != 3 || zoneOf[nc.Name] != "zone-c") {
+					t.Errorf("%s lists zones %v and launches in %s, want all three and zone-c", nc.Name, nc.Zones, zoneOf[nc.Name])
+				}
+			}
+			for _, b := range res.Bindings {
+				switch app := b.Pod.Labels["app"]; {
+				case app == "follow" && zoneOf[b.Node] != "zone-c":
+					t.Errorf("%s in %s, want zone-c (where the pods it follows are)", b.Pod.Name, zoneOf[b.Node])
+				case app == "spread" && zoneOf[b.Node] == "zone-c":
+					t.Errorf("%s in zone-c, which holds the 3 counted pods already", b.Pod.Name)
+				}
+			}
+		})
 	}
 }

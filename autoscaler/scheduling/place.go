@@ -269,7 +269,7 @@ func (s *solver) binCapacity(c *class, v *variant, b *bin, z int32) (int, bool, 
 			zm &= 1 << z
 		}
 		cm := b.ctMask & cp.ctMask
-		if zm == 0 || cm == 0 || !p.types[b.target].offers(zm, cm) {
+		if zm == 0 || cm == 0 || !p.types[b.target].offers(zm, cm) || b.zone >= 0 && zm&(1<<b.zone) == 0 {
 			return 0, true, "zone"
 		}
 		if cp.custom != nil {
@@ -386,7 +386,7 @@ func (s *solver) hostMin(c *class, sp spreadC, ctr *counter) int32 {
 	}
 	lo, n := int32(unlimited), int32(0)
 	for _, b := range s.bins {
-		if b.dead || !s.domainNode(c, sp, b) {
+		if b.dead || !s.hostDomain(c, sp, ctr, b) {
 			continue
 		}
 		lo = min(lo, ctr.hostCount(b))
@@ -396,6 +396,49 @@ func (s *solver) hostMin(c *class, sp spreadC, ctr *counter) int32 {
 		return 0
 	}
 	return lo
+}
+
+// hostDomain reports whether a node is a domain of a hostname spread of the class for hostMin.
+// A new NodeClaim that may launch both as a node matching the pod's node requirements and as
+// one that does not is judged by the type it launches as (refType), and placing the class holds
+// it on that side (holdHostDomains): counted as a domain with no pods while it launches outside,
+// it would keep pods off nodes they fit on; left out while it launches inside, it would be a
+// domain the placement ignored. In a pool with minValues, where a side may leave too few
+// options, it counts whenever it may match (the safe side).
+func (s *solver) hostDomain(c *class, sp spreadC, ctr *counter, b *bin) bool {
+	if !s.domainNode(c, sp, b) {
+		return false
+	}
+	if b.kind != binNew || !sp.honorAffinity || ctr.filter == nil || len(s.pools[b.pool].minValues) > 0 {
+		return true
+	}
+	in, _, _ := s.filterDecision(ctr, b, s.refType(b))
+	return in
+}
+
+// holdHostDomains keeps every new NodeClaim on the side of the class's hostname spreads that
+// hostDomain judged it on, when those judgements bound the placement (no new node can be
+// launched for the class, see hostMin).
+func (s *solver) holdHostDomains(c *class, v *variant) {
+	for _, sp := range v.spreads {
+		ctr := s.counters[sp.ctr]
+		if ctr.kind != keyHost || !sp.honorAffinity || ctr.filter == nil {
+			continue
+		}
+		for _, b := range s.bins[s.existing:] {
+			if b.dead || len(s.pools[b.pool].minValues) > 0 || !s.domainNode(c, sp, b) {
+				continue
+			}
+			in, match, elig := s.filterDecision(ctr, b, s.refType(b))
+			if elig == nil || b.holds(elig, in) {
+				continue
+			}
+			b.sides = append(b.sides, side{elig: elig, in: in})
+			if in {
+				s.narrowCustom(b, match)
+			}
+		}
+	}
 }
 
 // canLaunch reports whether some pool can launch a node for the pod's required terms.
@@ -614,7 +657,9 @@ func (s *solver) labelMin(c *class, sp spreadC, ctr *counter) int32 {
 // type is constrained: in a pool with limits a NodeClaim lists only the types that keep the pool
 // within them in place of its target (the others at theirs) and cost no less than the target (it
 // counts against the limits as its cheapest option); on a NodeClaim with sides, a cheaper type
-// off a side would launch it on the wrong side. See finalizeBin.
+// off a side would launch it on the wrong side, and on one that launches in one of the zones
+// it lists (launchZone), a cheaper type offered cheapest in another zone would launch it
+// there. See finalizeBin.
 func (s *solver) minValuesOK(b *bin, types bitset, zones uint32, cts uint8, req *catalog.Resources, k int) bool {
 	p := s.pools[b.pool]
 	if len(p.minValues) == 0 {
@@ -626,7 +671,7 @@ func (s *solver) minValuesOK(b *bin, types bitset, zones uint32, cts uint8, req 
 	cur := &p.types[b.target]
 	var prices []float64
 	floor := math.Inf(-1)
-	if limited || len(b.sides) > 0 {
+	if limited || len(b.sides) > 0 || b.launchWide() {
 		prices = p.prices(s, zones, cts)
 		_, floor = s.floorType(b, types, zones, cts, &need)
 	}
@@ -663,7 +708,7 @@ func (s *solver) floorType(b *bin, types bitset, zones uint32, cts uint8, need *
 	best, floor := -1, math.Inf(1)
 	types.each(func(i int) bool {
 		t := &p.types[i]
-		if prices[i] < floor && fits(need, &t.usable) && t.offers(zones, cts) && b.sideOK(i) &&
+		if prices[i] < floor && fits(need, &t.usable) && t.offers(zones, cts) && b.sideOK(i) && s.launchOK(b, i, zones, cts) &&
 			(!limited || i == int(b.target) || p.fitsLimitsSwap(cur, t) && !p.grows(cur, t)) {
 			best, floor = i, prices[i]
 		}
@@ -776,8 +821,11 @@ func (s *solver) place(c *class, v *variant, b *bin, z int32, k int) int {
 	if k <= 0 {
 		return 0
 	}
+	if v.hostCons && !s.canLaunch(c) {
+		s.holdHostDomains(c, v)
+	}
 	if b.kind == binNew {
-		s.narrowBin(c, v, b, z)
+		s.narrowBin(c, v, b, z, k)
 	}
 	addTo(&b.used, &c.req, int64(k))
 	s.treeUpdate(b)
@@ -827,8 +875,8 @@ func (s *solver) countPod(c *class, b *bin, k int32, settling bool) {
 }
 
 // narrowBin intersects a new NodeClaim's requirements with the class's and decides the zone
-// when the class needs one.
-func (s *solver) narrowBin(c *class, v *variant, b *bin, z int32) {
+// when the class needs one (k pods of the class are about to be placed).
+func (s *solver) narrowBin(c *class, v *variant, b *bin, z int32, k int) {
 	p := s.pools[b.pool]
 	cp := s.compatWith(v.sig, p)
 	zm := b.zoneMask & cp.zoneMask
@@ -869,6 +917,8 @@ func (s *solver) narrowBin(c *class, v *variant, b *bin, z int32) {
 		} else if c.needZone && !c.free {
 			if zz := s.pickZone(c, b); zz >= 0 {
 				s.narrowZone(b, zz)
+			} else if zz := s.launchZone(b, c, &c.req, k); zz >= 0 {
+				s.launchIn(b, zz)
 			}
 		}
 	}

@@ -199,8 +199,11 @@ func (s *solver) settleZones() {
 		if b.dead || len(b.uncounted) == 0 || b.zone >= 0 {
 			continue
 		}
+		var none catalog.Resources
 		if z := s.zoneFor(b, b.zoneMask); z >= 0 {
 			s.narrowZone(b, z)
+		} else if z := s.launchZone(b, nil, &none, 0); z >= 0 {
+			s.launchIn(b, z)
 		}
 	}
 }
@@ -318,13 +321,14 @@ func (s *solver) finalizeBin(b *bin, maxTypes int) NodeClaim {
 		}
 		opts = append(opts, opt{i, prices[i]})
 	}
-	if len(b.sides) > 0 {
-		// The cheapest option must stay on the side its pods were counted on (bin.sides).
-		// Placements keep enough options at or above that price for minValues (minValuesOK),
-		// so the check below is a last resort that prefers minValues.
+	if len(b.sides) > 0 || b.launchWide() {
+		// The cheapest option must stay on the side its pods were counted on (bin.sides) and
+		// in the zone they were counted in (launchOK). Placements keep enough options at or
+		// above that price for minValues (minValuesOK), so the check below is a last resort
+		// that prefers minValues.
 		kept := make([]opt, 0, len(opts))
 		for _, o := range opts {
-			if o.price >= prices[b.target] || b.sideOK(o.t) {
+			if o.price >= prices[b.target] || b.sideOK(o.t) && s.launchOK(b, o.t, b.zoneMask, b.ctMask) {
 				kept = append(kept, o)
 			}
 		}
@@ -380,6 +384,14 @@ func (s *solver) finalizeBin(b *bin, maxTypes int) NodeClaim {
 		zone := of.Zone
 		if b.zone >= 0 {
 			zone = s.zones[b.zone]
+			// A NodeClaim listing more zones than the one it launches in (launchZone): its
+			// cheapest offering there.
+			for _, o := range nc.InstanceTypes[0].Offerings {
+				if o.Zone == zone && o.PricePerHour == nc.InstanceTypes[0].PricePerHour {
+					of = o
+					break
+				}
+			}
 		}
 		key := labelsKey{pool: p.idx, t: opts[0].t, zone: zone, ct: of.CapacityType}
 		tmpl, ok := s.labelTemplates[key]
