@@ -2,6 +2,8 @@ package operator_test
 
 import (
 	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,11 +88,35 @@ spec:
 	}
 	b.ReportMetric(elapsed.Seconds(), "s-to-all-running")
 	b.ReportMetric(float64(rss)/(1<<20), "peak-rss-MB")
-	b.ReportMetric(float64(len(h.karpenterNodes())), "nodes")
+	nodes := h.karpenterNodes()
+	b.ReportMetric(float64(len(nodes)), "nodes")
+	// How full the fleet is: the pods' cpu requests over the nodes' allocatable cpu.
+	var allocatable, requested int64
+	for _, n := range nodes {
+		allocatable += n.Status.Allocatable.Cpu().MilliValue()
+	}
+	var list corev1.PodList
+	if err := h.c.List(h.ctx, &list, client.InNamespace(ns)); err != nil {
+		b.Fatal(err)
+	}
+	for _, p := range list.Items {
+		for _, c := range p.Spec.Containers {
+			requested += c.Resources.Requests.Cpu().MilliValue()
+		}
+	}
+	b.ReportMetric(100*float64(requested)/float64(max(allocatable, 1)), "cpu-requested-%")
 	families, err := proc.scrape()
 	if err != nil {
 		b.Fatal(err)
 	}
 	cost, _ := metricValue(families, "karpool_nodepool_cost_per_hour_dollars", map[string]string{"nodepool": "general"})
 	b.ReportMetric(cost, "$/h")
+	// How many provisioning rounds created NodeClaims: one per batch of pending pods.
+	rounds := strings.Count(proc.log(), `"computed new nodeclaim(s) to fit pod(s)"`)
+	b.ReportMetric(float64(rounds), "rounds")
+	if path := os.Getenv("KARPOOL_BENCH_LOG"); path != "" {
+		if err := os.WriteFile(path, []byte(proc.log()), 0o600); err != nil {
+			b.Error(err)
+		}
+	}
 }
