@@ -71,18 +71,21 @@ func TestWorkshopSchedulesOnKwokNode(t *testing.T) {
 
 	templateLabels, _, _ := unstructured.NestedStringMap(pool.Object, "spec", "template", "metadata", "labels")
 	node := m5LargeNode("ip-192-168-10-11.ec2.internal", templateLabels)
+	// The node registers with its capacity and allocatable in the create, as a kubelet does. Set
+	// in a second write, they would race kwok: a node seen without allocatable gets kwok's
+	// defaults (1k cpu, 1Ti), and then every replica fits.
+	node.Status = m5LargeStatus()
 	if err := c.Create(ctx, node); err != nil {
 		t.Fatalf("creating node: %v", err)
 	}
-	// The status (allocatable) is a subresource: kwok would never invent it, a kubelet reports it.
-	node.Status = m5LargeStatus()
-	if err := c.Status().Update(ctx, node); err != nil {
-		t.Fatalf("setting node status: %v", err)
-	}
-	waitFor(ctx, t, "node Ready and untainted", func() (bool, string) {
+	waitFor(ctx, t, "node Ready and untainted, with m5.large allocatable", func() (bool, string) {
 		n := &corev1.Node{}
 		if err := c.Get(ctx, types.NamespacedName{Name: node.Name}, n); err != nil {
 			return false, err.Error()
+		}
+		mem := n.Status.Allocatable[corev1.ResourceMemory]
+		if mem.Cmp(resource.MustParse("6903Mi")) != 0 {
+			t.Fatalf("node allocatable memory %s, want the registered 6903Mi", mem.String())
 		}
 		return nodeReady(n) && len(n.Spec.Taints) == 0, fmt.Sprintf("conditions %v taints %v", n.Status.Conditions, n.Spec.Taints)
 	})

@@ -20,9 +20,8 @@ func TestControllerKilledAfterCreateFleet(t *testing.T) {
 	proc := h.startProcess("--leader-elect=false")
 
 	ns := h.namespace("crash")
-	h.apply("", repoFile("examples", "workshop", "ec2nodeclass.yaml"), repoFile("examples", "workshop", "nodepool.yaml"))
-	h.apply(ns, repoFile("examples", "seeds", "003-workshop", "inflate-deployment.yaml"))
-	h.scale(ns, "inflate", 5)
+	h.workshopPools()
+	h.inflate(ns, 5)
 	h.eventually("CreateFleet took effect", 2*time.Minute, func() error {
 		for _, c := range h.sim.Calls() {
 			if c.Action == "CreateFleet" && c.Output != nil {

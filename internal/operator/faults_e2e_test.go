@@ -135,10 +135,7 @@ func TestInsufficientCapacityFallsBack(t *testing.T) {
 	h.sim.SetFaults(awssim.Faults{InsufficientCapacity: []awssim.CapacityFault{{InstanceType: "m5.large"}}})
 	h.startController()
 	ns := h.namespace("ice")
-	h.apply("", repoFile("examples", "workshop", "ec2nodeclass.yaml"), repoFile("examples", "workshop", "nodepool.yaml"))
-	h.apply(ns, repoFile("examples", "seeds", "003-workshop", "inflate-deployment.yaml"))
-	h.scale(ns, "inflate", 5)
-	h.runningPods(ns, "inflate", 5, 3*time.Minute)
+	h.workshopScaleOut(ns, 5)
 	nodes := h.karpenterNodes()
 	if len(nodes) != 1 {
 		t.Fatalf("want 1 node, got %d", len(nodes))
@@ -178,9 +175,8 @@ func TestRegistrationTimeout(t *testing.T) {
 	h.cfg.RegistrationTTL = 10 * time.Second
 	h.startController()
 	ns := h.namespace("registration")
-	h.apply("", repoFile("examples", "workshop", "ec2nodeclass.yaml"), repoFile("examples", "workshop", "nodepool.yaml"))
-	h.apply(ns, repoFile("examples", "seeds", "003-workshop", "inflate-deployment.yaml"))
-	h.scale(ns, "inflate", 5)
+	h.workshopPools()
+	h.inflate(ns, 5)
 
 	var first string // the providerID of the instance that never registers
 	h.eventually("first instance launched", 2*time.Minute, func() error {

@@ -50,8 +50,7 @@ func TestNodePoolRemovedFromGit(t *testing.T) {
 	h.waitApplied(ps.Name, first)
 
 	ns := h.namespace("gitops")
-	h.apply(ns, repoFile("examples", "seeds", "003-workshop", "inflate-deployment.yaml"))
-	h.scale(ns, "inflate", 5)
+	h.inflate(ns, 5)
 	h.runningPods(ns, "inflate", 5, 3*time.Minute)
 	claims := h.nodeClaims()
 	if len(claims) != 1 {

@@ -312,3 +312,26 @@ func (h *harness) liveInstances() int {
 	}
 	return n
 }
+
+// workshopPools applies the workshop example's EC2NodeClass and NodePool.
+func (h *harness) workshopPools() {
+	h.t.Helper()
+	h.apply("", repoFile("examples", "workshop", "ec2nodeclass.yaml"), repoFile("examples", "workshop", "nodepool.yaml"))
+}
+
+// inflate applies seed 003's inflate Deployment (1Gi pods, nodeSelector type=karpenter) in ns
+// and scales it to n.
+func (h *harness) inflate(ns string, n int32) {
+	h.t.Helper()
+	h.apply(ns, repoFile("examples", "seeds", "003-workshop", "inflate-deployment.yaml"))
+	h.scale(ns, "inflate", n)
+}
+
+// workshopScaleOut is seed 003's scale-out: the workshop pools, inflate scaled to n in ns, and
+// all its pods Running.
+func (h *harness) workshopScaleOut(ns string, n int32) []corev1.Pod {
+	h.t.Helper()
+	h.workshopPools()
+	h.inflate(ns, n)
+	return h.runningPods(ns, "inflate", int(n), 3*time.Minute)
+}

@@ -30,10 +30,7 @@ func TestControllerProbesAndMetrics(t *testing.T) {
 	})
 
 	ns := h.namespace("metrics")
-	h.apply("", repoFile("examples", "workshop", "ec2nodeclass.yaml"), repoFile("examples", "workshop", "nodepool.yaml"))
-	h.apply(ns, repoFile("examples", "seeds", "003-workshop", "inflate-deployment.yaml"))
-	h.scale(ns, "inflate", 5)
-	h.runningPods(ns, "inflate", 5, 3*time.Minute)
+	h.workshopScaleOut(ns, 5)
 	nodes := h.karpenterNodes()
 	if len(nodes) != 1 {
 		t.Fatalf("want one node, got %d", len(nodes))
@@ -111,10 +108,7 @@ func TestLeaderElectionFailover(t *testing.T) {
 	holder := h.leaseHolder(leaseNS)
 
 	ns := h.namespace("failover")
-	h.apply("", repoFile("examples", "workshop", "ec2nodeclass.yaml"), repoFile("examples", "workshop", "nodepool.yaml"))
-	h.apply(ns, repoFile("examples", "seeds", "003-workshop", "inflate-deployment.yaml"))
-	h.scale(ns, "inflate", 5)
-	h.runningPods(ns, "inflate", 5, 3*time.Minute)
+	h.workshopScaleOut(ns, 5)
 	if !first.logs("created nodeclaim") {
 		t.Errorf("the leader did not create the NodeClaim")
 	}

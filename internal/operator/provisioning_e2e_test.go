@@ -77,10 +77,7 @@ func TestWorkshopScaleOut(t *testing.T) {
 	h := newHarness(t)
 	h.startController()
 	ns := h.namespace("workshop")
-	h.apply("", repoFile("examples", "workshop", "ec2nodeclass.yaml"), repoFile("examples", "workshop", "nodepool.yaml"))
-	h.apply(ns, repoFile("examples", "seeds", "003-workshop", "inflate-deployment.yaml"))
-	h.scale(ns, "inflate", 5)
-	pods := h.runningPods(ns, "inflate", 5, 3*time.Minute)
+	pods := h.workshopScaleOut(ns, 5)
 
 	claims := h.nodeClaims()
 	if len(claims) != 1 {

@@ -23,10 +23,7 @@ func TestNodeDeletedByHand(t *testing.T) {
 	h := newHarness(t)
 	h.startController()
 	ns := h.namespace("delete-node")
-	h.apply("", repoFile("examples", "workshop", "ec2nodeclass.yaml"), repoFile("examples", "workshop", "nodepool.yaml"))
-	h.apply(ns, repoFile("examples", "seeds", "003-workshop", "inflate-deployment.yaml"))
-	h.scale(ns, "inflate", 5)
-	h.runningPods(ns, "inflate", 5, 3*time.Minute)
+	h.workshopScaleOut(ns, 5)
 	claims := h.nodeClaims()
 	if len(claims) != 1 {
 		t.Fatalf("want 1 NodeClaim, got %d", len(claims))
@@ -86,8 +83,7 @@ spec:
       nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
 `)
 	h.apply("", repoFile("examples", "workshop", "ec2nodeclass.yaml"), pool)
-	h.apply(ns, repoFile("examples", "seeds", "003-workshop", "inflate-deployment.yaml"))
-	h.scale(ns, "inflate", 3)
+	h.inflate(ns, 3)
 	h.runningPods(ns, "inflate", 3, 3*time.Minute)
 	pdb := &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Name: "inflate", Namespace: ns},
