@@ -20,8 +20,8 @@ type Nominations map[types.UID]string
 
 // input builds the scheduling engine's input from a snapshot: pending pods (minus those
 // nominated to in-flight NodeClaims), existing nodes with their pods, in-flight NodeClaims with
-// their nominated pods, daemonsets, and the pools whose node class is ready with the instance
-// types the cloud offers for it.
+// their nominated pods, daemonsets, volume claims, volumes and storage classes, and the pools
+// whose node class is ready with the instance types the cloud offers for it.
 func input(c *state.Cluster, pools []scheduling.Pool, noms Nominations, region string) *scheduling.Input {
 	in := &scheduling.Input{
 		Nodes:      make([]scheduling.ExistingNode, 0, len(c.Nodes)),
@@ -29,6 +29,10 @@ func input(c *state.Cluster, pools []scheduling.Pool, noms Nominations, region s
 		Pools:      pools,
 		Namespaces: c.Namespaces,
 		Region:     region,
+
+		PersistentVolumeClaims: c.VolumeClaims,
+		PersistentVolumes:      c.Volumes,
+		StorageClasses:         c.StorageClasses,
 	}
 	for _, n := range c.Nodes {
 		in.Nodes = append(in.Nodes, scheduling.ExistingNode{Node: n, Pods: c.PodsOn(n.Name)})

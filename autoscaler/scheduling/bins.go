@@ -48,6 +48,10 @@ type bin struct {
 	// sides record counts made on the assumption that the node launches inside (or outside)
 	// a set of types; the target must stay on that side.
 	sides []side
+	// ports are the host ports the bin's pods use (a new NodeClaim's daemonsets aside: they
+	// depend on its type, see typeInfo.dsPorts); portIDs collects them while building.
+	ports   bitset
+	portIDs []int
 }
 
 type side struct {
@@ -166,8 +170,9 @@ func (s *solver) buildExisting() {
 			if p == nil || isTerminal(p) {
 				continue
 			}
-			r, _ := PodRequests(p)
+			r, _ := s.podRequests(p)
 			addTo(&b.used, &r, 1)
+			b.portIDs = append(b.portIDs, s.portTab.intern(hostPortsOf(&p.Spec))...)
 		}
 		if b.pool >= 0 {
 			p := s.pools[b.pool]
@@ -229,10 +234,12 @@ func (s *solver) buildExisting() {
 			capacity, _ = ToResources(nc.Status.Capacity)
 			if ti != nil {
 				addTo(&b.used, &ti.ds, 1)
+				b.portIDs = append(b.portIDs, ti.dsPortIDs...)
 			}
 		case ti != nil:
 			b.alloc = ti.usable
 			capacity = ti.it.Capacity
+			b.portIDs = append(b.portIDs, ti.dsPortIDs...)
 		default:
 			// Unknown size: the NodeClaim counts for topology but takes no new pods.
 			b.closed = true
@@ -241,8 +248,9 @@ func (s *solver) buildExisting() {
 			if p == nil || isTerminal(p) {
 				continue
 			}
-			r, _ := PodRequests(p)
+			r, _ := s.podRequests(p)
 			addTo(&b.used, &r, 1)
+			b.portIDs = append(b.portIDs, s.portTab.intern(hostPortsOf(&p.Spec))...)
 		}
 		if b.pool >= 0 {
 			p := s.pools[b.pool]
@@ -299,8 +307,13 @@ func (s *solver) newBin(p *poolState, c *sigCompat, zones uint32, target int) *b
 	if bits.OnesCount32(zones) == 1 {
 		b.zone = int32(bits.TrailingZeros32(zones))
 	}
-	if c.custom != nil {
-		b.custom = make(map[string]*domain, len(c.custom))
+	// Labels the pool defines: the NodeClaim takes one of the values its pods allow (the pods'
+	// narrowing where they have one).
+	if c.custom != nil || p.custom != nil {
+		b.custom = make(map[string]*domain, len(p.custom))
+		for k, d := range p.custom {
+			b.custom[k] = d.clone()
+		}
 		for k, d := range c.custom {
 			b.custom[k] = d.clone()
 		}

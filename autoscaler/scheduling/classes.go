@@ -1,6 +1,7 @@
 package scheduling
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	"github.com/karpool/karpool/autoscaler/catalog"
 )
 
@@ -23,10 +25,13 @@ type class struct {
 	labels   map[string]string
 	labelKey string
 	priority int32
-	// unknownRes names a requested resource no node offers.
-	unknownRes string
-	variants   []*variant
-	v          int // current variant (relaxation level)
+	// blocked says why no node can take the class's pods whatever the plan (a resource no
+	// instance type offers, a volume claim that does not exist), "" otherwise.
+	blocked string
+	// vols are the node requirements the pods' volumes add (alternatives, see volumeTerms).
+	vols     [][]req
+	variants []*variant
+	v        int // current variant (relaxation level)
 	// countedBy are the counters whose selector matches the class's pods.
 	countedBy []int32
 	// owns are the anti-affinity counters the class's required anti-affinity terms feed.
@@ -49,6 +54,10 @@ type class struct {
 	launch              int8 // 0 unknown, 1 a pool can launch a node for the pod, 2 none
 	// size orders classes, largest first.
 	size float64
+	// ports are the class's host ports (interned); portSet holds them, portConf the ports that
+	// conflict with them (nil when the pods use none).
+	ports             []int
+	portSet, portConf bitset
 }
 
 func (c *class) remaining() int { return len(c.pods) - c.placed }
@@ -124,6 +133,7 @@ func (m *nsMatcher) key() string {
 }
 
 func topoKind(key string) (uint8, string) {
+	key = karpv1.NormalizeLabel(key)
 	switch key {
 	case labelZone:
 		return keyZone, ""
@@ -217,6 +227,14 @@ func classKey(buf []byte, pod *corev1.Pod, req *catalog.Resources, unknown strin
 		if pa := a.PodAntiAffinity; pa != nil {
 			buf = appendPodAffinity(buf, 'X', pa.RequiredDuringSchedulingIgnoredDuringExecution, pa.PreferredDuringSchedulingIgnoredDuringExecution)
 		}
+	}
+	buf = append(buf, 4)
+	for _, hp := range hostPortsOf(&pod.Spec) {
+		buf = append(buf, hp.ip...)
+		buf = append(buf, '/')
+		buf = strconv.AppendInt(buf, int64(hp.port), 10)
+		buf = append(buf, hp.proto...)
+		buf = append(buf, 0)
 	}
 	buf = append(buf, 4)
 	for i := range pod.Spec.TopologySpreadConstraints {
@@ -359,6 +377,7 @@ func appendPodTerm(buf []byte, t *corev1.PodAffinityTerm) []byte {
 
 // buildClasses groups the pending pods into classes.
 func (s *solver) buildClasses() {
+	s.buildVolumeIndex()
 	s.podClass = make([]*class, len(s.in.Pods))
 	idx := make(map[string]*class, 64)
 	var buf []byte
@@ -366,14 +385,24 @@ func (s *solver) buildClasses() {
 		if pod == nil {
 			continue
 		}
-		req, unknown := PodRequests(pod)
-		buf = classKey(buf[:0], pod, &req, unknown)
+		requests, unknown := s.podRequests(pod)
+		buf = classKey(buf[:0], pod, &requests, unknown)
+		var vols [][]req
+		var volWhy string
+		if len(pod.Spec.Volumes) > 0 {
+			vols, volWhy = s.volumeTerms(pod)
+			buf = appendVolumeKey(buf, vols, volWhy)
+		}
 		c, ok := idx[string(buf)]
 		if !ok {
-			c = &class{id: len(s.classes), req: req, ns: pod.Namespace, labels: pod.Labels, unknownRes: unknown}
+			c = &class{id: len(s.classes), req: requests, ns: pod.Namespace, labels: pod.Labels, vols: vols, blocked: volWhy}
+			if unknown != "" {
+				c.blocked = fmt.Sprintf("requests resource %s, which no instance type offers", unknown)
+			}
 			if pod.Spec.Priority != nil {
 				c.priority = *pod.Spec.Priority
 			}
+			c.ports = s.portTab.intern(hostPortsOf(&pod.Spec))
 			idx[string(buf)] = c
 			s.classes = append(s.classes, c)
 			s.classPods = append(s.classPods, pod)
@@ -397,6 +426,10 @@ func (s *solver) buildVariants(c *class, pod *corev1.Pod) {
 		c.reqSigs = append(c.reqSigs, s.sigFor(term, spec.Tolerations, false))
 		c.reqSigsAll = append(c.reqSigsAll, s.sigFor(term, tolerateAll, false))
 	}
+	// Volume topology confines where the pods run, not which nodes their spread constraints
+	// count (the kube-scheduler counts by the pod's own node affinity): it joins the variants'
+	// terms only.
+	placeTerms := withVolumeTerms(terms, c.vols)
 	var prefNode []corev1.PreferredSchedulingTerm
 	var prefAff, prefAnti []corev1.WeightedPodAffinityTerm
 	var reqAff, reqAnti []corev1.PodAffinityTerm
@@ -475,7 +508,7 @@ func (s *solver) buildVariants(c *class, pod *corev1.Pod) {
 		dNode := min(rem, len(prefNode))
 		rem -= dNode
 		dSoft := min(rem, len(soft))
-		for _, term := range terms {
+		for _, term := range placeTerms {
 			v := &variant{}
 			reqs := term
 			if dNode < len(prefNode) {
@@ -719,7 +752,8 @@ func (s *solver) prepareTopology() {
 		}
 	}
 	for _, c := range s.classes {
-		c.free = !c.affTarget && len(c.antiSel) == 0
+		// Pods with host ports take one node each (per conflicting port): placed one by one.
+		c.free = !c.affTarget && len(c.antiSel) == 0 && c.portSet == nil
 		for _, v := range c.variants {
 			if v.constrained() {
 				c.free = false

@@ -75,9 +75,10 @@ func (s *solver) ensureRank(p *poolState) {
 
 // forcedNodes is the largest number of the pool's pending pods that must each get a node of
 // their own (self-selecting required anti-affinity, or hostname spread with maxSkew 1, on
-// hostname).
+// hostname; or the same host port).
 func (s *solver) forcedNodes(p *poolState) int {
 	count := map[int32]int{}
+	ports := map[int]int{} // pods per host port
 	best := 0
 	for _, c := range s.classes {
 		if !s.compatWith(c.variants[0].sig, p).ok {
@@ -95,6 +96,10 @@ func (s *solver) forcedNodes(p *poolState) int {
 				count[sp.ctr] += len(c.pods)
 				best = max(best, count[sp.ctr])
 			}
+		}
+		for _, id := range c.ports {
+			ports[id] += len(c.pods)
+			best = max(best, ports[id])
 		}
 	}
 	return best
@@ -174,8 +179,8 @@ func (s *solver) packFree(free []*class) {
 	// Existing capacity and room on NodeClaims already open cost nothing.
 	var rest []*class
 	for _, c := range free {
-		if c.unknownRes != "" {
-			c.reason = fmt.Sprintf("requests resource %s, which no instance type offers", c.unknownRes)
+		if c.blocked != "" {
+			c.reason = c.blocked
 			continue
 		}
 		c.v = s.freeVariant(c)
@@ -277,7 +282,7 @@ func (s *solver) poolFor(c *class, v *variant) *poolState {
 			if !cp.ok {
 				continue
 			}
-			t, _ := s.pickTarget(p, cp, cp.zoneMask, &c.req)
+			t, _ := s.pickTarget(p, cp, cp.zoneMask, c)
 			if t < 0 {
 				continue
 			}

@@ -14,8 +14,8 @@ const unlimited = math.MaxInt32
 
 // placeClass places a constrained class batch by batch, relaxing preferences when a level fails.
 func (s *solver) placeClass(c *class) {
-	if c.unknownRes != "" {
-		c.reason = fmt.Sprintf("requests resource %s, which no instance type offers", c.unknownRes)
+	if c.blocked != "" {
+		c.reason = c.blocked
 		return
 	}
 	s.resetCursors(c)
@@ -285,6 +285,12 @@ func (s *solver) binCapacity(c *class, v *variant, b *bin, z int32) (int, bool, 
 	if k == 0 {
 		return 0, true, "resources"
 	}
+	if c.portConf != nil {
+		if !s.portsFree(c, b) {
+			return 0, true, "host port " + s.describePorts(c) + " is in use on the node"
+		}
+		k = 1 // the pods of the class ask for the same ports
+	}
 	if v.hostCons || len(c.antiSel) > 0 {
 		var perm bool
 		var why string
@@ -314,7 +320,7 @@ func (s *solver) binCapacity(c *class, v *variant, b *bin, z int32) (int, bool, 
 			types = make(bitset, len(b.types))
 			types.and(b.types, cp.types)
 		}
-		types = s.filterNarrow(c, b, types, zm)
+		types = s.filterNarrow(c, b, s.withoutPortClashes(c, p, types), zm)
 		for k > 0 && !s.minValuesOK(b, types, zm, b.ctMask&cp.ctMask, &c.req, k) {
 			k--
 		}
@@ -631,6 +637,15 @@ func (s *solver) labelMin(c *class, sp spreadC, ctr *counter) int32 {
 				}
 				continue
 			}
+			if d := cp.custom[ctr.label]; d != nil || p.custom[ctr.label] != nil {
+				if d == nil {
+					d = p.custom[ctr.label]
+				}
+				for _, val := range d.vals { // a label the pool defines (finite values only)
+					vals[val] = true
+				}
+				continue
+			}
 			cp.types.each(func(i int) bool {
 				if val, ok := p.types[i].it.Labels[ctr.label]; ok {
 					vals[val] = true
@@ -747,7 +762,7 @@ func (s *solver) openBin(c *class, v *variant, z int32) (*bin, int, string) {
 					continue
 				}
 			}
-			t, why := s.pickTarget(p, cp, zones, &c.req)
+			t, why := s.pickTarget(p, cp, zones, c)
 			if t < 0 {
 				reasons = append(reasons, why)
 				continue
@@ -757,15 +772,26 @@ func (s *solver) openBin(c *class, v *variant, z int32) (*bin, int, string) {
 		}
 		sort.SliceStable(cands, func(a, b int) bool { return cands[a].score < cands[b].score })
 		for _, cd := range cands {
-			b := s.newBin(cd.p, cd.cp, cd.zones, cd.t)
-			if v.labelCons {
-				s.decideLabels(v, b)
+			// Constraints keyed on a label the pool leaves open (capacity type, arch, a custom
+			// label) may need a value other than the cheapest type's: try each, cheapest first.
+			why := ""
+			for n, cp := range s.labelChoices(v, cd.p, cd.cp, cd.zones) {
+				t := cd.t
+				if n > 0 {
+					if t, why = s.pickTarget(cd.p, cp, cd.zones, c); t < 0 {
+						continue
+					}
+				}
+				b := s.newBin(cd.p, cp, cd.zones, t)
+				if v.labelCons {
+					s.decideLabels(v, b)
+				}
+				var k int
+				if k, _, why = s.binCapacity(c, v, b, z); k > 0 {
+					return b, k, ""
+				}
+				s.dropBin(b)
 			}
-			k, _, why := s.binCapacity(c, v, b, z)
-			if k > 0 {
-				return b, k, ""
-			}
-			s.dropBin(b)
 			reasons = append(reasons, fmt.Sprintf("a new node of nodepool %q cannot take the pod: %s", cd.p.name, why))
 		}
 		i = j
@@ -776,17 +802,23 @@ func (s *solver) openBin(c *class, v *variant, z int32) (*bin, int, string) {
 	return nil, 0, dedupReasons(reasons)
 }
 
-// pickTarget chooses the target instance type of a new NodeClaim: the pool's preferred size
-// among the allowed types that fit the pod and the pool's limits.
-func (s *solver) pickTarget(p *poolState, cp *sigCompat, zones uint32, req *catalog.Resources) (int, string) {
+// pickTarget chooses the target instance type of a new NodeClaim for a pod of the class: the
+// pool's preferred size among the allowed types that fit the pod and the pool's limits and whose
+// daemonsets leave the pod's host ports free.
+func (s *solver) pickTarget(p *poolState, cp *sigCompat, zones uint32, c *class) (int, string) {
 	s.ensureRank(p)
-	fitAny, limited := false, false
+	req := &c.req
+	fitAny, limited, ports := false, false, false
 	for _, t := range p.rank {
 		if !cp.all && !cp.types.has(t) {
 			continue
 		}
 		ti := &p.types[t]
 		if !fits(req, &ti.usable) || !ti.offers(zones, cp.ctMask) {
+			continue
+		}
+		if intersects(c.portConf, ti.dsPorts) {
+			ports = true
 			continue
 		}
 		fitAny = true
@@ -798,6 +830,9 @@ func (s *solver) pickTarget(p *poolState, cp *sigCompat, zones uint32, req *cata
 	}
 	if limited || (fitAny && p.nodeLimit >= 0) {
 		return -1, p.limitsReason()
+	}
+	if ports && !fitAny {
+		return -1, fmt.Sprintf("the daemonsets of nodepool %q use host port %s on every instance type that fits the pod", p.name, s.describePorts(c))
 	}
 	return -1, fmt.Sprintf("no instance type of nodepool %q has room for requests %s (after daemonsets)", p.name, FormatResources(*req))
 }
@@ -828,6 +863,7 @@ func (s *solver) place(c *class, v *variant, b *bin, z int32, k int) int {
 		s.narrowBin(c, v, b, z, k)
 	}
 	addTo(&b.used, &c.req, int64(k))
+	union(&b.ports, c.portSet)
 	s.treeUpdate(b)
 	pods := c.pods[c.placed : c.placed+k]
 	b.pods = append(b.pods, pods...)
@@ -898,6 +934,10 @@ func (s *solver) narrowBin(c *class, v *variant, b *bin, z int32, k int) {
 			}
 			return true
 		})
+	}
+	if c.portConf != nil && p.dsPorts {
+		// Types whose daemonsets take one of the pods' host ports cannot hold them.
+		b.types, b.allTypes = s.withoutPortClashes(c, p, b.types), false
 	}
 	if cp.custom != nil {
 		if b.custom == nil {

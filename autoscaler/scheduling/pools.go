@@ -40,6 +40,9 @@ type typeInfo struct {
 	// usable is allocatable minus the requests of the daemonsets that would run on the node.
 	usable catalog.Resources
 	ds     catalog.Resources
+	// dsPorts are the host ports of those daemonsets (interned: dsPortIDs).
+	dsPorts   bitset
+	dsPortIDs []int
 	// zoneByCT holds, per capacity type, the zones with an available offering the pool allows.
 	zoneByCT [numCT]uint32
 	// price is the cheapest available offering the pool allows.
@@ -111,6 +114,8 @@ type poolState struct {
 	minValues []minValue
 	// invalid explains why the pool can launch nothing.
 	invalid string
+	// dsPorts: a daemonset of some type uses a host port.
+	dsPorts bool
 	// rank lists type indexes in the order new NodeClaims prefer them as a target size.
 	rank []int
 	// duals are the LP dual prices of the pool's demand ($ per unit of each resource).
@@ -328,8 +333,7 @@ func (p *poolState) commit(t *typeInfo, sign int64) {
 // isOfferingKey, and the other key classes, decide how a requirement is evaluated against a pool.
 func isTypeKeyCandidate(key string) bool {
 	return key == labelInstanceType || key == corev1.LabelArchStable || key == corev1.LabelOSStable ||
-		strings.HasPrefix(key, "karpenter.k8s.aws/instance-") || key == corev1.LabelInstanceType ||
-		key == "beta.kubernetes.io/arch" || key == "beta.kubernetes.io/os"
+		strings.HasPrefix(key, "karpenter.k8s.aws/instance-")
 }
 
 // buildPools prepares every NodePool.
@@ -483,7 +487,27 @@ func (s *solver) buildPool(idx int) *poolState {
 			}
 		}
 	}
-	if p.ctMask&(1<<ctReserved) != 0 && !poolAllowsExplicitly(tmpl.Spec.Requirements, karpv1.CapacityTypeReserved) {
+	// Template labels constrain like requirements (Karpenter adds `key In [value]` for each): a
+	// zone, capacity type or instance type label confines what the pool launches. The others
+	// are fixed labels, checked against the requirements above.
+	keys := make([]string, 0, len(tmpl.Labels))
+	for k := range tmpl.Labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		rq := newReq(k, corev1.NodeSelectorOpIn, []string{tmpl.Labels[k]})
+		switch {
+		case rq.key == labelZone:
+			p.zoneMask &= s.zoneFilter(&rq)
+		case rq.key == labelCapacityType:
+			p.ctMask &= ctFilter(&rq)
+		case p.typeKeys[rq.key] || isTypeKeyCandidate(rq.key):
+			typeReqs = append(typeReqs, rq)
+		}
+	}
+	if p.ctMask&(1<<ctReserved) != 0 && !poolAllowsExplicitly(tmpl.Spec.Requirements, karpv1.CapacityTypeReserved) &&
+		tmpl.Labels[labelCapacityType] != karpv1.CapacityTypeReserved {
 		// Reserved capacity is only used when asked for explicitly.
 		p.ctMask &^= 1 << ctReserved
 	}
@@ -514,6 +538,7 @@ func (s *solver) buildPool(idx int) *poolState {
 		for _, d := range daemons {
 			if d.compatibleWith(p, it) {
 				addTo(&ti.ds, &d.req, 1)
+				ti.dsPortIDs = append(ti.dsPortIDs, d.ports...)
 			}
 		}
 		ti.usable = it.Allocatable
@@ -587,6 +612,7 @@ type daemon struct {
 	// terms are the OR-ed node selector terms (each already combined with the nodeSelector).
 	terms [][]req
 	tols  []corev1.Toleration
+	ports []int // host ports (interned)
 }
 
 func (s *solver) daemonsFor(p *poolState) []*daemon {
@@ -597,7 +623,8 @@ func (s *solver) daemonsFor(p *poolState) []*daemon {
 			}
 			pod := &corev1.Pod{Spec: ds.Spec.Template.Spec}
 			r, _ := PodRequests(pod)
-			d := &daemon{name: ds.Namespace + "/" + ds.Name, req: r, tols: ds.Spec.Template.Spec.Tolerations}
+			d := &daemon{name: ds.Namespace + "/" + ds.Name, req: r, tols: ds.Spec.Template.Spec.Tolerations,
+				ports: s.portTab.intern(hostPortsOf(&ds.Spec.Template.Spec))}
 			d.terms = nodeTerms(&ds.Spec.Template.Spec)
 			s.daemons = append(s.daemons, d)
 		}

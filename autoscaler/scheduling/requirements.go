@@ -35,8 +35,10 @@ type req struct {
 	numOK  bool
 }
 
+// newReq normalizes the key (an alias such as beta.kubernetes.io/arch means kubernetes.io/arch,
+// see karpv1.NormalizedLabels) and parses numeric operands.
 func newReq(key string, op corev1.NodeSelectorOperator, values []string) req {
-	r := req{key: key, op: op, values: values}
+	r := req{key: karpv1.NormalizeLabel(key), op: op, values: values}
 	switch op {
 	case corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt, opGte, opLte:
 		if len(values) == 1 {

@@ -2,10 +2,13 @@ package scheduling
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/karpool/karpool/autoscaler/catalog"
 )
@@ -53,12 +56,13 @@ func ToResources(list corev1.ResourceList) (out catalog.Resources, unknown []str
 	return out, unknown
 }
 
-// addList adds a ResourceList into v; it returns the first unknown resource with a non-zero amount.
+// addList adds a ResourceList into v; it returns the first (by name) unknown resource with a
+// non-zero amount.
 func addList(v *catalog.Resources, list corev1.ResourceList) (unknown string) {
 	for name, q := range list {
 		i, ok := resourceIndex(name)
 		if !ok {
-			if q.Sign() != 0 && unknown == "" && !isIgnoredResource(name) {
+			if q.Sign() != 0 && (unknown == "" || string(name) < unknown) && !isIgnoredResource(name) {
 				unknown = string(name)
 			}
 			continue
@@ -74,76 +78,147 @@ func isIgnoredResource(name corev1.ResourceName) bool {
 	return strings.HasPrefix(string(name), "hugepages-") || strings.HasPrefix(string(name), "attachable-volumes-")
 }
 
-// PodRequests computes what the scheduler reserves for a pod: the larger of the sum of the
-// regular (and sidecar) containers and the largest init container running alongside the sidecars
-// started before it, plus the pod overhead, plus one "pods" slot. The second result names a
-// requested resource the engine does not model (the pod cannot be scheduled on new capacity).
+// PodRequests computes what the kubelet and the kube-scheduler reserve for a pod, with the
+// upstream helper (k8s.io/component-helpers/resource): pod-level requests where the pod sets
+// them (PodLevelResources), else the larger of the regular containers plus the restartable
+// (sidecar) init containers and the largest init container with the sidecars started before it;
+// plus the pod overhead, plus one "pods" slot. Requests are defaulted from limits first, as the
+// API server does. The second result names a requested resource the engine does not model (the
+// pod cannot be scheduled on new capacity).
 func PodRequests(pod *corev1.Pod) (catalog.Resources, string) {
-	var sum catalog.Resources
-	unknown := ""
-	for i := range pod.Spec.Containers {
-		if u := addList(&sum, requestsOf(&pod.Spec.Containers[i])); u != "" && unknown == "" {
-			unknown = u
-		}
-	}
-	// Init containers: sidecars (restartPolicy Always) keep running and add to the total; a
-	// regular init container needs its requests plus the sidecars started before it.
-	var sidecars, initMax catalog.Resources
-	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		var r catalog.Resources
-		if u := addList(&r, requestsOf(c)); u != "" && unknown == "" {
-			unknown = u
-		}
-		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
-			for k := range sidecars {
-				sidecars[k] += r[k]
-			}
-			for k := range initMax {
-				initMax[k] = max(initMax[k], sidecars[k])
-			}
-			continue
-		}
-		for k := range initMax {
-			initMax[k] = max(initMax[k], r[k]+sidecars[k])
-		}
-	}
-	for k := range sum {
-		sum[k] = max(sum[k]+sidecars[k], initMax[k])
-	}
-	if pod.Spec.Overhead != nil {
-		if u := addList(&sum, pod.Spec.Overhead); u != "" && unknown == "" {
-			unknown = u
-		}
-	}
-	sum[catalog.Pods] = 1
-	return sum, unknown
+	list := resourcehelper.PodRequests(withDefaultRequests(pod), resourcehelper.PodResourcesOptions{})
+	var out catalog.Resources
+	unknown := addList(&out, list)
+	out[catalog.Pods] = 1
+	return out, unknown
 }
 
-// requestsOf returns a container's requests, falling back to limits where a request is unset
-// (the API server defaults requests to limits).
-func requestsOf(c *corev1.Container) corev1.ResourceList {
-	if len(c.Resources.Limits) == 0 {
-		return c.Resources.Requests
+// withDefaultRequests returns the pod, or a copy of it where every request left unset beside a
+// limit takes the limit's value (containers, init containers and pod-level resources), which
+// is what the API server stores.
+func withDefaultRequests(pod *corev1.Pod) *corev1.Pod {
+	needs := needsDefault(pod.Spec.Resources)
+	for i := range pod.Spec.Containers {
+		needs = needs || needsDefault(&pod.Spec.Containers[i].Resources)
 	}
-	missing := false
-	for name := range c.Resources.Limits {
-		if _, ok := c.Resources.Requests[name]; !ok {
-			missing = true
-			break
+	for i := range pod.Spec.InitContainers {
+		needs = needs || needsDefault(&pod.Spec.InitContainers[i].Resources)
+	}
+	if !needs {
+		return pod
+	}
+	cp := pod.DeepCopy()
+	defaultRequests(cp.Spec.Resources)
+	for i := range cp.Spec.Containers {
+		defaultRequests(&cp.Spec.Containers[i].Resources)
+	}
+	for i := range cp.Spec.InitContainers {
+		defaultRequests(&cp.Spec.InitContainers[i].Resources)
+	}
+	return cp
+}
+
+func needsDefault(r *corev1.ResourceRequirements) bool {
+	if r == nil {
+		return false
+	}
+	for name := range r.Limits {
+		if _, ok := r.Requests[name]; !ok {
+			return true
 		}
 	}
-	if !missing {
-		return c.Resources.Requests
+	return false
+}
+
+func defaultRequests(r *corev1.ResourceRequirements) {
+	if r == nil {
+		return
 	}
-	out := make(corev1.ResourceList, len(c.Resources.Limits))
-	for name, q := range c.Resources.Limits {
-		out[name] = q
+	for name, q := range r.Limits {
+		if _, ok := r.Requests[name]; !ok {
+			if r.Requests == nil {
+				r.Requests = corev1.ResourceList{}
+			}
+			r.Requests[name] = q
+		}
 	}
-	for name, q := range c.Resources.Requests {
-		out[name] = q
+}
+
+// podRequests is PodRequests computed once per distinct resource specification: pods of one
+// Deployment share it, and the upstream helper allocates.
+func (s *solver) podRequests(pod *corev1.Pod) (catalog.Resources, string) {
+	s.resBuf = resourceKey(s.resBuf[:0], pod)
+	if e, ok := s.resCache[string(s.resBuf)]; ok {
+		return e.req, e.unknown
 	}
-	return out
+	req, unknown := PodRequests(pod)
+	if s.resCache == nil {
+		s.resCache = map[string]podReq{}
+	}
+	s.resCache[string(s.resBuf)] = podReq{req, unknown}
+	return req, unknown
+}
+
+type podReq struct {
+	req     catalog.Resources
+	unknown string
+}
+
+// resourceKey encodes everything PodRequests reads. Amounts are written in milli-units, exact
+// for every quantity below 9.2e15 units.
+func resourceKey(buf []byte, pod *corev1.Pod) []byte {
+	appendReqs := func(buf []byte, r *corev1.ResourceRequirements) []byte {
+		buf = appendResourceList(buf, r.Requests)
+		buf = append(buf, '/')
+		buf = appendResourceList(buf, r.Limits)
+		return append(buf, ';')
+	}
+	for i := range pod.Spec.Containers {
+		buf = appendReqs(buf, &pod.Spec.Containers[i].Resources)
+	}
+	buf = append(buf, '|')
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		if c.RestartPolicy != nil {
+			buf = append(buf, *c.RestartPolicy...)
+		}
+		buf = appendReqs(buf, &c.Resources)
+	}
+	buf = append(buf, '|')
+	if pod.Spec.Resources != nil {
+		buf = appendReqs(buf, pod.Spec.Resources)
+	}
+	buf = append(buf, '|')
+	return appendResourceList(buf, pod.Spec.Overhead)
+}
+
+func appendResourceList(buf []byte, list corev1.ResourceList) []byte {
+	switch len(list) {
+	case 0:
+		return buf
+	case 1:
+		for name, q := range list {
+			buf = appendQuantity(buf, name, q)
+		}
+		return buf
+	}
+	var arr [8]corev1.ResourceName
+	names := arr[:0]
+	for name := range list {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		buf = appendQuantity(buf, name, list[name])
+	}
+	return buf
+}
+
+func appendQuantity(buf []byte, name corev1.ResourceName, q resource.Quantity) []byte {
+	buf = append(buf, name...)
+	buf = append(buf, '=')
+	buf = strconv.AppendInt(buf, q.MilliValue(), 36)
+	return append(buf, ',')
 }
 
 // fits reports whether req fits into free.

@@ -47,12 +47,22 @@ type solver struct {
 
 	labelTemplates map[labelsKey]map[string]string
 
+	// vols indexes the input's volume claims, volumes and storage classes.
+	vols volumeIndex
+
+	// portTab interns the host ports pods and daemonsets use.
+	portTab portTable
+
 	// preferTaints: some pool or node has a PreferNoSchedule taint.
 	preferTaints bool
 
 	// split enables splitByRatio; splitUsed records that it placed pods, splitDoubt that it
 	// did so where the general packer may do better.
 	split, splitUsed, splitDoubt bool
+
+	// resCache holds PodRequests per resource specification (resourceKey), resBuf its scratch.
+	resCache map[string]podReq
+	resBuf   []byte
 
 	liveBuf []int32 // scratch for fill
 	// scratch for computeDuals
@@ -98,6 +108,7 @@ func solve(in *Input, split bool) (*Result, bool) {
 	s.buildPools()
 	s.buildExisting()
 	s.buildClasses()
+	s.preparePorts()
 	s.prepareTopology()
 
 	// Constrained classes first: highest priority, then the targets of pod affinity, then the
@@ -148,7 +159,7 @@ func (s *solver) retryRounds(all []*class, rounds int) {
 		}
 		retry := false
 		for _, c := range all {
-			if c.remaining() > 0 && c.unknownRes == "" {
+			if c.remaining() > 0 && c.blocked == "" {
 				retry = true
 			}
 		}
@@ -158,7 +169,7 @@ func (s *solver) retryRounds(all []*class, rounds int) {
 		s.settleZones()
 		progress := false
 		for _, c := range all {
-			if c.remaining() > 0 && c.unknownRes == "" {
+			if c.remaining() > 0 && c.blocked == "" {
 				before := c.placed
 				c.v = 0
 				s.placeClass(c)
@@ -405,6 +416,7 @@ func (s *solver) finalizeBin(b *bin, maxTypes int) NodeClaim {
 			}
 			tmpl[labelZone] = zone
 			tmpl[labelCapacityType] = of.CapacityType
+			karpv1.WithLabelAliases(tmpl)
 			if s.labelTemplates == nil {
 				s.labelTemplates = map[labelsKey]map[string]string{}
 			}

@@ -22,6 +22,7 @@ package scheduling
 import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	"github.com/karpool/karpool/autoscaler/catalog"
@@ -43,6 +44,12 @@ type Input struct {
 	Pools []Pool
 	// Namespaces are only needed to evaluate namespaceSelectors of pod affinity terms.
 	Namespaces []*corev1.Namespace
+	// PersistentVolumeClaims, PersistentVolumes and StorageClasses give the volume topology of
+	// pending pods: a claim bound to a volume with node affinity confines the pod to it, an
+	// unbound claim of a WaitForFirstConsumer class with allowedTopologies to those.
+	PersistentVolumeClaims []*corev1.PersistentVolumeClaim
+	PersistentVolumes      []*corev1.PersistentVolume
+	StorageClasses         []*storagev1.StorageClass
 	// Region, if set, is the value of topology.kubernetes.io/region on new nodes.
 	Region string
 	// Options tune the solve.

@@ -1,6 +1,7 @@
 // Package state is the autoscaler's view of the cluster: one consistent snapshot of the objects
 // the provisioner and the status controllers read (pods, nodes, daemonsets, NodePools,
-// EC2NodeClasses, NodeClaims, PDBs, namespaces), taken from the manager's informer cache, plus
+// EC2NodeClasses, NodeClaims, PDBs, namespaces, and the volume claims, volumes and storage
+// classes that give pods a volume topology), taken from the manager's informer cache, plus
 // the questions those controllers ask of it (which pods are provisionable, which NodeClaims are
 // still in flight, which node a NodeClaim became).
 //
@@ -16,6 +17,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
@@ -26,14 +28,17 @@ import (
 // (namespace/name for namespaced kinds) so that everything derived from a snapshot is
 // deterministic.
 type Cluster struct {
-	Pods        []*corev1.Pod
-	Nodes       []*corev1.Node
-	DaemonSets  []*appsv1.DaemonSet
-	NodePools   []*karpv1.NodePool
-	NodeClasses map[string]*awsv1.EC2NodeClass
-	NodeClaims  []*karpv1.NodeClaim
-	PDBs        []*policyv1.PodDisruptionBudget
-	Namespaces  []*corev1.Namespace
+	Pods           []*corev1.Pod
+	Nodes          []*corev1.Node
+	DaemonSets     []*appsv1.DaemonSet
+	NodePools      []*karpv1.NodePool
+	NodeClasses    map[string]*awsv1.EC2NodeClass
+	NodeClaims     []*karpv1.NodeClaim
+	PDBs           []*policyv1.PodDisruptionBudget
+	Namespaces     []*corev1.Namespace
+	VolumeClaims   []*corev1.PersistentVolumeClaim
+	Volumes        []*corev1.PersistentVolume
+	StorageClasses []*storagev1.StorageClass
 
 	// podsByNode indexes Pods by spec.nodeName; nodesByProviderID indexes Nodes.
 	podsByNode        map[string][]*corev1.Pod
@@ -51,8 +56,11 @@ func Take(ctx context.Context, r client.Reader) (*Cluster, error) {
 		claims  karpv1.NodeClaimList
 		pdbs    policyv1.PodDisruptionBudgetList
 		nss     corev1.NamespaceList
+		pvcs    corev1.PersistentVolumeClaimList
+		pvs     corev1.PersistentVolumeList
+		scs     storagev1.StorageClassList
 	)
-	for _, l := range []client.ObjectList{&pods, &nodes, &ds, &pools, &classes, &claims, &pdbs, &nss} {
+	for _, l := range []client.ObjectList{&pods, &nodes, &ds, &pools, &classes, &claims, &pdbs, &nss, &pvcs, &pvs, &scs} {
 		if err := r.List(ctx, l); err != nil {
 			return nil, fmt.Errorf("list %T: %w", l, err)
 		}
@@ -81,6 +89,15 @@ func Take(ctx context.Context, r client.Reader) (*Cluster, error) {
 	}
 	for i := range nss.Items {
 		c.Namespaces = append(c.Namespaces, &nss.Items[i])
+	}
+	for i := range pvcs.Items {
+		c.VolumeClaims = append(c.VolumeClaims, &pvcs.Items[i])
+	}
+	for i := range pvs.Items {
+		c.Volumes = append(c.Volumes, &pvs.Items[i])
+	}
+	for i := range scs.Items {
+		c.StorageClasses = append(c.StorageClasses, &scs.Items[i])
 	}
 	c.index()
 	return c, nil

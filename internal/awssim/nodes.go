@@ -205,6 +205,10 @@ func (s *Server) kubeletNode(in *instance) (*corev1.Node, error) {
 		"beta.kubernetes.io/arch": in.spec.Arch, "beta.kubernetes.io/os": "linux",
 		corev1.LabelInstanceTypeStable: in.spec.Name, corev1.LabelTopologyZone: in.zone.name,
 		corev1.LabelTopologyRegion: s.opts.Region, labelZoneID: in.zone.id,
+		// The cloud controller manager still sets the deprecated beta labels, and the EBS CSI
+		// driver its topology key.
+		corev1.LabelInstanceType: in.spec.Name, corev1.LabelFailureDomainBetaZone: in.zone.name,
+		corev1.LabelFailureDomainBetaRegion: s.opts.Region, "topology.ebs.csi.aws.com/zone": in.zone.name,
 	} {
 		labels[k] = v
 	}

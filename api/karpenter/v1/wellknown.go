@@ -72,3 +72,37 @@ const (
 	ConditionTypeNodeClassReady          = "NodeClassReady"
 	ConditionTypeNodeRegistrationHealthy = "NodeRegistrationHealthy"
 )
+
+// NormalizedLabels maps deprecated or provider-specific aliases of well-known node labels to the
+// label they stand for. Nodes carry both (the kubelet sets the beta arch and os labels, the cloud
+// controller the beta zone, region and instance type, the EBS CSI driver its zone key), so a
+// pod's requirement or topology key on an alias means the same as one on the stable label.
+// Karpenter normalizes the same keys; the EBS CSI zone key is its AWS provider's addition.
+var NormalizedLabels = map[string]string{
+	corev1.LabelFailureDomainBetaZone:   corev1.LabelTopologyZone,
+	corev1.LabelFailureDomainBetaRegion: corev1.LabelTopologyRegion,
+	"beta.kubernetes.io/arch":           corev1.LabelArchStable,
+	"beta.kubernetes.io/os":             corev1.LabelOSStable,
+	corev1.LabelInstanceType:            corev1.LabelInstanceTypeStable,
+	"topology.ebs.csi.aws.com/zone":     corev1.LabelTopologyZone,
+}
+
+// NormalizeLabel returns the label a key stands for (the key itself unless it is an alias).
+func NormalizeLabel(key string) string {
+	if n, ok := NormalizedLabels[key]; ok {
+		return n
+	}
+	return key
+}
+
+// WithLabelAliases adds to a node's labels every alias of the well-known labels it carries, as
+// the kubelet, the cloud controller and the EBS CSI driver do on a real node. It modifies and
+// returns labels.
+func WithLabelAliases(labels map[string]string) map[string]string {
+	for alias, key := range NormalizedLabels {
+		if v, ok := labels[key]; ok {
+			labels[alias] = v
+		}
+	}
+	return labels
+}

@@ -7,8 +7,11 @@
 // What it checks:
 //   - every pending pod is bound exactly once or reported unschedulable;
 //   - every binding satisfies node affinity and nodeSelector, taints, resources (allocatable
-//     minus daemonsets), topology spread (DoNotSchedule), required pod affinity and anti-affinity
-//     (including the anti-affinity of pods already there), at the moment it is bound;
+//     minus daemonsets; pod-level requests, init and sidecar containers, overhead), host ports
+//     (pods and daemonsets), volume topology (a bound volume's node affinity, a storage class's
+//     allowed topologies), topology spread (DoNotSchedule), required pod affinity and
+//     anti-affinity (including the anti-affinity of pods already there), at the moment it is
+//     bound;
 //   - every new NodeClaim lists 1..60 instance types, cheapest first, each compatible with the
 //     pool and the pods and big enough for the pods plus daemonsets, with consistent prices,
 //     zones and capacity types, minValues met, and the pool limits hold;
@@ -99,6 +102,8 @@ type node struct {
 	pool     string
 	claim    *scheduling.NodeClaim
 	capacity map[corev1.ResourceName]int64
+	// ports are the host ports of the pods bound and the daemonsets running there.
+	ports []hostPort
 }
 
 type checker struct {
@@ -148,20 +153,20 @@ func fromCatalog(r catalog.Resources) map[corev1.ResourceName]int64 {
 	return out
 }
 
-// requests is what a pod reserves, per the upstream helper, with requests defaulted from
-// limits as the API server would, and one "pods" slot.
+// requests is what a pod reserves, per the upstream helper (pod-level resources included), with
+// requests defaulted from limits as the API server would, and one "pods" slot.
 func requests(p *corev1.Pod) map[corev1.ResourceName]int64 {
 	pod := p
-	for i := range p.Spec.Containers {
-		if needsDefault(&p.Spec.Containers[i]) {
-			pod = p.DeepCopy()
-			for j := range pod.Spec.Containers {
-				defaultRequests(&pod.Spec.Containers[j])
-			}
-			for j := range pod.Spec.InitContainers {
-				defaultRequests(&pod.Spec.InitContainers[j])
-			}
-			break
+	if needsDefault(p) {
+		pod = p.DeepCopy()
+		for j := range pod.Spec.Containers {
+			defaultRequests(&pod.Spec.Containers[j].Resources)
+		}
+		for j := range pod.Spec.InitContainers {
+			defaultRequests(&pod.Spec.InitContainers[j].Resources)
+		}
+		if pod.Spec.Resources != nil {
+			defaultRequests(pod.Spec.Resources)
 		}
 	}
 	out := amounts(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}))
@@ -169,22 +174,36 @@ func requests(p *corev1.Pod) map[corev1.ResourceName]int64 {
 	return out
 }
 
-func needsDefault(ct *corev1.Container) bool {
-	for k := range ct.Resources.Limits {
-		if _, ok := ct.Resources.Requests[k]; !ok {
-			return true
+// needsDefault reports whether some limit of the pod (container, init container or pod level)
+// has no request beside it.
+func needsDefault(p *corev1.Pod) bool {
+	all := []*corev1.ResourceRequirements{p.Spec.Resources}
+	for i := range p.Spec.Containers {
+		all = append(all, &p.Spec.Containers[i].Resources)
+	}
+	for i := range p.Spec.InitContainers {
+		all = append(all, &p.Spec.InitContainers[i].Resources)
+	}
+	for _, r := range all {
+		if r == nil {
+			continue
+		}
+		for k := range r.Limits {
+			if _, ok := r.Requests[k]; !ok {
+				return true
+			}
 		}
 	}
 	return false
 }
 
-func defaultRequests(ct *corev1.Container) {
-	for k, v := range ct.Resources.Limits {
-		if ct.Resources.Requests == nil {
-			ct.Resources.Requests = corev1.ResourceList{}
+func defaultRequests(r *corev1.ResourceRequirements) {
+	for k, v := range r.Limits {
+		if r.Requests == nil {
+			r.Requests = corev1.ResourceList{}
 		}
-		if _, ok := ct.Resources.Requests[k]; !ok {
-			ct.Resources.Requests[k] = v
+		if _, ok := r.Requests[k]; !ok {
+			r.Requests[k] = v
 		}
 	}
 }
@@ -246,6 +265,15 @@ func (c *checker) pool(name string) *scheduling.Pool {
 // daemonOverhead sums the requests of the daemonsets that would run on the node.
 func (c *checker) daemonOverhead(n *corev1.Node, taints []corev1.Taint) map[corev1.ResourceName]int64 {
 	out := map[corev1.ResourceName]int64{}
+	for _, pod := range c.daemonsOn(n, taints) {
+		add(out, requests(pod), 1)
+	}
+	return out
+}
+
+// daemonsOn lists the pods of the daemonsets that would run on the node.
+func (c *checker) daemonsOn(n *corev1.Node, taints []corev1.Taint) []*corev1.Pod {
+	var out []*corev1.Pod
 	for _, ds := range c.in.DaemonSets {
 		if ds == nil {
 			continue
@@ -257,9 +285,18 @@ func (c *checker) daemonOverhead(n *corev1.Node, taints []corev1.Taint) map[core
 		if _, ok := tolerates(&pod.Spec, taints); !ok {
 			continue
 		}
-		add(out, requests(pod), 1)
+		out = append(out, pod)
 	}
 	return out
+}
+
+// addDaemons reserves on a node that has no pods bound yet what its daemonsets take: their
+// requests and host ports.
+func (c *checker) addDaemons(n *node) {
+	for _, pod := range c.daemonsOn(n.obj, n.taints) {
+		add(n.used, requests(pod), 1)
+		n.ports = append(n.ports, hostPorts(pod)...)
+	}
 }
 
 func (c *checker) run() {
@@ -342,12 +379,12 @@ func (c *checker) buildNodes() {
 			n.alloc = amounts(nc.Status.Allocatable)
 			n.capacity = amounts(nc.Status.Capacity)
 			if it != nil {
-				add(n.used, c.daemonOverhead(obj, n.taints), 1)
+				c.addDaemons(n)
 			}
 		case it != nil:
 			n.alloc = fromCatalog(it.Allocatable)
 			n.capacity = fromCatalog(it.Capacity)
-			add(n.used, c.daemonOverhead(obj, n.taints), 1)
+			c.addDaemons(n)
 		default:
 			n.alloc = map[corev1.ResourceName]int64{}
 			n.cordoned = true
@@ -389,7 +426,7 @@ func (c *checker) buildNodes() {
 		obj := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nc.Name, Labels: lbl}, Spec: corev1.NodeSpec{Taints: taints}}
 		n := &node{name: nc.Name, obj: obj, alloc: fromCatalog(it.Allocatable), used: map[corev1.ResourceName]int64{}, pool: nc.Pool,
 			taints: blocking(taints), claim: nc, capacity: fromCatalog(it.Capacity)}
-		add(n.used, c.daemonOverhead(obj, n.taints), 1)
+		c.addDaemons(n)
 		if _, dup := c.nodes[n.name]; dup {
 			c.fail("nodeclaim name %s collides with another node", n.name)
 			continue
@@ -459,7 +496,7 @@ func (c *checker) newNodeLabels(pool *scheduling.Pool, it *catalog.InstanceType,
 	if c.in.Region != "" {
 		lbl[keyRegion] = c.in.Region
 	}
-	return lbl
+	return karpv1.WithLabelAliases(lbl)
 }
 
 func (c *checker) addNode(n *node) {
@@ -475,6 +512,7 @@ func (c *checker) addNode(n *node) {
 func (c *checker) bind(n *node, p *corev1.Pod) {
 	n.visible = true
 	add(n.used, requests(p), 1)
+	n.ports = append(n.ports, hostPorts(p)...)
 	n.pods = append(n.pods, p)
 	for _, ctr := range c.counters {
 		ctr.observe(c, n, p)
@@ -576,6 +614,12 @@ func (c *checker) violates(p *corev1.Pod, n *node, checkResources bool) string {
 		if r := fitsIn(n.used, requests(p), n.alloc); r != "" {
 			return "does not fit: " + r
 		}
+	}
+	if why := portClash(hostPorts(p), n.ports); why != "" {
+		return why
+	}
+	if why := c.volumeViolation(p, n); why != "" {
+		return why
 	}
 	return c.topologyViolation(p, n)
 }
@@ -827,12 +871,17 @@ func (c *checker) poolAllows(np *karpv1.NodePool, it *catalog.InstanceType, o ca
 	for k, v := range it.Labels {
 		lbl[k] = v
 	}
-	for k, v := range np.Spec.Template.Labels {
-		lbl[k] = v
-	}
 	lbl[keyZone] = o.Zone
 	lbl[keyCT] = o.CapacityType
-	ctExplicit := false
+	// A template label is a requirement `key In [value]` (Karpenter): on a label the type or
+	// offering sets, it must agree.
+	for k, v := range np.Spec.Template.Labels {
+		if fact, ok := lbl[k]; ok && fact != v {
+			return false
+		}
+		lbl[k] = v
+	}
+	ctExplicit := np.Spec.Template.Labels[keyCT] == karpv1.CapacityTypeReserved
 	for _, r := range np.Spec.Template.Spec.Requirements {
 		if r.Key == keyCT {
 			for _, v := range r.Values {
@@ -974,6 +1023,7 @@ func (c *checker) checkClaims() {
 			if cheapest != opt.PricePerHour {
 				c.fail("nodeclaim %s: %s priced %.4f, its cheapest offering %.4f", nc.Name, it.Name, opt.PricePerHour, cheapest)
 			}
+			c.checkOfferingVolumes(nc, pool, it, opt.Offerings)
 			zone := opt.Offerings[0].Zone
 			if j == 0 {
 				zone = nc.Labels[keyZone]
@@ -998,7 +1048,15 @@ func (c *checker) checkClaims() {
 			if r := fitsIn(used, podReq, fromCatalog(it.Allocatable)); r != "" {
 				c.fail("nodeclaim %s: pods do not fit on option %s: %s", nc.Name, it.Name, r)
 			}
+			var daemonPorts []hostPort
+			for _, d := range c.daemonsOn(obj, taints) {
+				daemonPorts = append(daemonPorts, hostPorts(d)...)
+			}
 			for _, p := range nc.Pods {
+				if why := portClash(hostPorts(p), daemonPorts); why != "" {
+					c.fail("nodeclaim %s: pod %s on option %s: %s", nc.Name, podName(p), it.Name, why)
+					break
+				}
 				if !affinityMatches(p, obj) {
 					c.fail("nodeclaim %s: pod %s does not accept option %s", nc.Name, podName(p), it.Name)
 					break
@@ -1215,8 +1273,10 @@ func (c *checker) fitsNewNode(p *corev1.Pod) string {
 				if n == nil {
 					continue
 				}
-				n.used = c.daemonOverhead(n.obj, taints)
-				if fitsIn(n.used, req, n.alloc) != "" || c.topologyViolation(p, n) != "" {
+				n.used = map[corev1.ResourceName]int64{}
+				c.addDaemons(n)
+				if fitsIn(n.used, req, n.alloc) != "" || portClash(hostPorts(p), n.ports) != "" || c.volumeViolation(p, n) != "" ||
+					c.topologyViolation(p, n) != "" {
 					continue
 				}
 				group := ""

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -120,12 +121,14 @@ func TestCheckerCatchesTampering(t *testing.T) {
 			small := in.Pools[0].InstanceTypes[0]
 			nc.InstanceTypes = append([]scheduling.InstanceTypeOption{{Type: &small, PricePerHour: 0.1, Offerings: small.Offerings}}, nc.InstanceTypes...)
 			nc.Labels["node.kubernetes.io/instance-type"] = "small"
+			nc.Labels["beta.kubernetes.io/instance-type"] = "small"
 		}, "does not fit"},
 		{"unsorted options", func(in *scheduling.Input, res *scheduling.Result) {
 			for i := range res.NodeClaims {
 				if len(res.NodeClaims[i].InstanceTypes) > 1 {
 					slices.Reverse(res.NodeClaims[i].InstanceTypes)
 					res.NodeClaims[i].Labels["node.kubernetes.io/instance-type"] = res.NodeClaims[i].InstanceTypes[0].Type.Name
+					res.NodeClaims[i].Labels["beta.kubernetes.io/instance-type"] = res.NodeClaims[i].InstanceTypes[0].Type.Name
 					return
 				}
 			}
@@ -183,5 +186,33 @@ func TestCheckerAcceptsPreferNoScheduleTaints(t *testing.T) {
 	}
 	if err := checker.Check(in, res); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Two pods on one host port, or a pod on a port a daemonset of the node holds, are caught.
+func TestCheckerCatchesHostPortClash(t *testing.T) {
+	in := input()
+	in.Pods = nil
+	for i := 0; i < 2; i++ {
+		p := pod(fmt.Sprintf("web-%d", i), "web", "100m", "128Mi")
+		p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 80}}
+		in.Pods = append(in.Pods, p)
+	}
+	res := scheduling.Solve(in)
+	if err := checker.Check(in, res); err != nil || len(res.NodeClaims) != 2 {
+		t.Fatalf("engine: %d NodeClaims, checker: %v; want 2 and no error", len(res.NodeClaims), err)
+	}
+	move(res, "web-1", res.Bindings[bindingOf(res, "web-0")].NodeClaim)
+	if err := checker.Check(in, res); err == nil || !strings.Contains(err.Error(), "host port 0.0.0.0:80/TCP is already in use") {
+		t.Errorf("two pods on host port 80 of one node: %v", err)
+	}
+
+	res = scheduling.Solve(in)
+	ds := &appsv1.DaemonSet{}
+	ds.Name = "proxy"
+	ds.Spec.Template.Spec.Containers = []corev1.Container{{Name: "c", Ports: []corev1.ContainerPort{{ContainerPort: 80, HostPort: 80, HostIP: "10.1.2.3"}}}}
+	in.DaemonSets = []*appsv1.DaemonSet{ds}
+	if err := checker.Check(in, res); err == nil || !strings.Contains(err.Error(), "host port") {
+		t.Errorf("pods on a host port a daemonset of every node holds: %v", err)
 	}
 }
