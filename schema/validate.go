@@ -128,7 +128,16 @@ func (s *Schema) ValidateDocument(d *Document, lim Limits) (fs Findings, checked
 	if err != nil {
 		return Findings{s.finding(d, nil, "cannot read the document: "+err.Error())}, true
 	}
-	return s.findings(d, raws), true
+	fs = s.findings(d, raws)
+	reported := make(map[string]bool, len(fs))
+	for _, f := range fs {
+		reported[f.Path] = true
+	}
+	if more := goRules(d, obj, reported); len(more) > 0 {
+		fs = append(fs, more...)
+		fs.Sort()
+	}
+	return fs, true
 }
 
 // rawError is one error as CUE reports it, at a path in the document.

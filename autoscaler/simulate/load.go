@@ -1,7 +1,6 @@
 package simulate
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/csv"
 	"errors"
@@ -13,15 +12,18 @@ import (
 	"strconv"
 	"strings"
 
+	yamlv3 "go.yaml.in/yaml/v3"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/apimachinery/pkg/util/validation"
+	resourcehelper "k8s.io/component-helpers/resource"
 	"sigs.k8s.io/yaml"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
+	"github.com/karpool/karpool/schema"
 )
 
 // maxFileSize caps what simulate reads from one file.
@@ -30,10 +32,13 @@ const maxFileSize = 64 << 20
 // doc is one YAML document with where it came from.
 type doc struct {
 	file string
-	line int // first line of the document
-	raw  []byte
-	meta metav1.TypeMeta
-	name string
+	line int // first line of the document's content
+	// rawLine is the line of the file where raw starts; 0 for an item of a List, whose raw is
+	// re-encoded and so has no positions in the file.
+	rawLine int
+	raw     []byte
+	meta    metav1.TypeMeta
+	name    string
 }
 
 func (d *doc) where() string { return fmt.Sprintf("%s:%d", d.file, d.line) }
@@ -41,18 +46,9 @@ func (d *doc) where() string { return fmt.Sprintf("%s:%d", d.file, d.line) }
 // readDocs splits a YAML file into documents (a kind: List is expanded into its items).
 func readDocs(file string, data []byte) ([]doc, error) {
 	var out []doc
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	line := 1
-	for {
-		raw, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", file, line, err)
-		}
-		start := line + leadingLines(raw)
-		line += bytes.Count(raw, []byte("\n"))
+	for _, c := range schema.SplitDocuments(data) {
+		raw := c.Data
+		start := c.Line + leadingLines(raw)
 		if len(bytes.TrimSpace(stripComments(raw))) == 0 {
 			continue
 		}
@@ -77,13 +73,13 @@ func readDocs(file string, data []byte) ([]doc, error) {
 					return nil, err
 				}
 				for j := range sub {
-					sub[j].line = start
+					sub[j].line, sub[j].rawLine = start, 0
 				}
 				out = append(out, sub...)
 			}
 			continue
 		}
-		out = append(out, doc{file: file, line: start, raw: raw, meta: head.TypeMeta, name: head.Metadata.Name})
+		out = append(out, doc{file: file, line: start, rawLine: c.Line, raw: raw, meta: head.TypeMeta, name: head.Metadata.Name})
 	}
 	return out, nil
 }
@@ -236,8 +232,13 @@ func loadWorkload(path string) (*workloadFile, []string, error) {
 	}
 	w := &workloadFile{}
 	var warnings []string
+	var invalid []error
 	for i := range docs {
 		d := &docs[i]
+		if err := checkResources(d); err != nil {
+			invalid = append(invalid, err)
+			continue
+		}
 		switch d.meta.Kind {
 		case "Pod":
 			p := &corev1.Pod{}
@@ -295,6 +296,9 @@ func loadWorkload(path string) (*workloadFile, []string, error) {
 		default:
 			warnings = append(warnings, fmt.Sprintf("%s: %s %q ignored (simulate reads Pods, Deployments, ReplicaSets, StatefulSets and DaemonSets)", d.where(), d.meta.Kind, d.name))
 		}
+	}
+	if len(invalid) > 0 {
+		return nil, nil, errors.Join(invalid...)
 	}
 	return w, warnings, nil
 }
@@ -370,6 +374,9 @@ func loadCSV(path string, data []byte) (*workloadFile, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s:%d: %s %q: %v", path, line, r, v, err)
 			}
+			if q.Sign() < 0 {
+				return nil, fmt.Errorf("%s:%d: %s %s is negative: a request must be 0 or more", path, line, r, v)
+			}
 			req[corev1.ResourceName(r)] = q
 		}
 		labels := map[string]string{"app": name}
@@ -412,4 +419,206 @@ func parsePairs(s string, into map[string]string) error {
 		into[strings.TrimSpace(k)] = strings.TrimSpace(v)
 	}
 	return nil
+}
+
+// podSpecAt is where each workload kind keeps its pod spec.
+var podSpecAt = map[string][]string{
+	"Pod":         {"spec"},
+	"Deployment":  {"spec", "template", "spec"},
+	"ReplicaSet":  {"spec", "template", "spec"},
+	"StatefulSet": {"spec", "template", "spec"},
+	"DaemonSet":   {"spec", "template", "spec"},
+}
+
+// checkResources makes the API server's checks on the resources of a workload's pod spec (as
+// k8s.io/kubernetes pkg/apis/core/validation does on create): resource names, well-formed and
+// non-negative quantities, whole numbers for extended resources, requests no higher than
+// limits, and equal to them for resources that cannot be overcommitted (extended resources,
+// hugepages). The API server would refuse such a workload; planning it anyway would plan a
+// negative request as nothing. The checks run on the YAML, before decoding, so that every
+// problem is reported at its line and column.
+func checkResources(d *doc) error {
+	at, ok := podSpecAt[d.meta.Kind]
+	if !ok {
+		return nil
+	}
+	var root yamlv3.Node
+	if yamlv3.Unmarshal(d.raw, &root) != nil || len(root.Content) == 0 {
+		return nil // not YAML that decodes: the typed decode says why
+	}
+	spec := nodeAt(root.Content[0], at...)
+	if spec == nil {
+		return nil
+	}
+	c := &resourceCheck{d: d}
+	prefix := strings.Join(at, ".")
+	for _, list := range []string{"initContainers", "containers"} {
+		for i, ctr := range seqOf(nodeAt(spec, list)) {
+			if r := nodeAt(ctr, "resources"); r != nil {
+				c.requirements(r, fmt.Sprintf("%s.%s[%d].resources", prefix, list, i), containerResourceName)
+			}
+		}
+	}
+	if r := nodeAt(spec, "resources"); r != nil {
+		c.requirements(r, prefix+".resources", podResourceName)
+	}
+	return errors.Join(c.errs...)
+}
+
+// resourceCheck collects the problems of one document.
+type resourceCheck struct {
+	d    *doc
+	errs []error
+}
+
+// quantity is one entry of a requests or limits map.
+type quantity struct {
+	name string
+	q    resource.Quantity
+	node *yamlv3.Node
+}
+
+// fail records a problem at a node of the document: file:line:col, then the object and field.
+func (c *resourceCheck) fail(n *yamlv3.Node, field, format string, args ...any) {
+	where := c.d.where()
+	if c.d.rawLine > 0 {
+		where = fmt.Sprintf("%s:%d:%d", c.d.file, c.d.rawLine+n.Line-1, n.Column)
+	}
+	c.errs = append(c.errs, fmt.Errorf("%s: %s %q: %s: %s", where, c.d.meta.Kind, c.d.name, field, fmt.Sprintf(format, args...)))
+}
+
+// requirements checks one resources block (a container's or the pod's).
+func (c *resourceCheck) requirements(r *yamlv3.Node, path string, nameProblem func(corev1.ResourceName) string) {
+	limits := c.quantities(nodeAt(r, "limits"), path+".limits", nameProblem)
+	requests := c.quantities(nodeAt(r, "requests"), path+".requests", nameProblem)
+	byName := map[string]quantity{}
+	for _, l := range limits {
+		byName[l.name] = l
+	}
+	var hugePages *quantity
+	cpuOrMemory := false
+	for _, q := range append(limits, requests...) {
+		if strings.HasPrefix(q.name, corev1.ResourceHugePagesPrefix) && hugePages == nil {
+			hugePages = &q
+		}
+		cpuOrMemory = cpuOrMemory || q.name == string(corev1.ResourceCPU) || q.name == string(corev1.ResourceMemory)
+	}
+	for _, req := range requests {
+		field := path + ".requests." + req.name
+		lim, limited := byName[req.name]
+		overcommit := overcommitAllowed(corev1.ResourceName(req.name))
+		switch {
+		case limited && !overcommit && req.q.Cmp(lim.q) != 0:
+			c.fail(req.node, field, "request %s must equal the limit %s: %s cannot be overcommitted; set both to the same value", req.q.String(), lim.q.String(), req.name)
+		case limited && req.q.Cmp(lim.q) > 0:
+			c.fail(req.node, field, "request %s is above the limit %s: lower the request or raise the limit", req.q.String(), lim.q.String())
+		case !limited && !overcommit:
+			c.fail(req.node, field, "%s is requested without a limit: it cannot be overcommitted, so set limits.%s to the same value", req.name, req.name)
+		}
+	}
+	if hugePages != nil && !cpuOrMemory {
+		c.fail(hugePages.node, path, "%s needs a cpu or memory request or limit as well: add one", hugePages.name)
+	}
+}
+
+// quantities reads a requests or limits map, reporting bad names and quantities.
+func (c *resourceCheck) quantities(m *yamlv3.Node, path string, nameProblem func(corev1.ResourceName) string) []quantity {
+	var out []quantity
+	for i := 0; m != nil && m.Kind == yamlv3.MappingNode && i+1 < len(m.Content); i += 2 {
+		key, val := m.Content[i], m.Content[i+1]
+		field := path + "." + key.Value
+		if msg := nameProblem(corev1.ResourceName(key.Value)); msg != "" {
+			c.fail(key, field, "%q %s", key.Value, msg)
+			continue
+		}
+		if val.Kind != yamlv3.ScalarNode || val.Tag == "!!null" {
+			c.fail(val, field, "expected a quantity such as 250m, 2 or 512Mi")
+			continue
+		}
+		q, err := resource.ParseQuantity(strings.TrimSpace(val.Value))
+		switch {
+		case err != nil:
+			c.fail(val, field, "%q is not a quantity: write it like 250m, 2 or 1.5 for cpu, 512Mi or 4Gi for memory", val.Value)
+		case q.Sign() < 0:
+			c.fail(val, field, "%s is negative: a quantity must be 0 or more", val.Value)
+		case isExtendedResource(corev1.ResourceName(key.Value)) && q.MilliValue()%1000 != 0:
+			c.fail(val, field, "%s is not a whole number: %s is counted in whole devices", val.Value, key.Value)
+		default:
+			out = append(out, quantity{name: key.Value, q: q, node: val})
+		}
+	}
+	return out
+}
+
+// containerResourceName says what is wrong with a container's resource name, as the API
+// server's validation does: a standard resource (cpu, memory, ephemeral-storage, hugepages-*)
+// or an extended resource with a domain (nvidia.com/gpu).
+func containerResourceName(name corev1.ResourceName) string {
+	if errs := validation.IsQualifiedName(string(name)); len(errs) > 0 {
+		return "is not a resource name: " + strings.Join(errs, "; ")
+	}
+	switch {
+	case !strings.Contains(string(name), "/"):
+		if name == corev1.ResourceCPU || name == corev1.ResourceMemory || name == corev1.ResourceEphemeralStorage || strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix) {
+			return ""
+		}
+		return "is not a container resource: use cpu, memory, ephemeral-storage, hugepages-<size>, or an extended resource with its domain such as nvidia.com/gpu"
+	case !isNativeResource(name) && !isExtendedResource(name):
+		return "does not follow the extended resource name standard (domain/name, such as nvidia.com/gpu)"
+	}
+	return ""
+}
+
+// podResourceName says what is wrong with a pod-level resource name (spec.resources).
+func podResourceName(name corev1.ResourceName) string {
+	if msg := containerResourceName(name); msg != "" {
+		return msg
+	}
+	if !resourcehelper.IsSupportedPodLevelResource(name) {
+		return "is not supported at pod level: pod-level resources take cpu, memory and hugepages-<size>; request others per container"
+	}
+	return ""
+}
+
+// isNativeResource: an unqualified name, or one in the kubernetes.io domain.
+func isNativeResource(name corev1.ResourceName) bool {
+	return !strings.Contains(string(name), "/") || strings.Contains(string(name), corev1.ResourceDefaultNamespacePrefix)
+}
+
+// isExtendedResource: a resource outside kubernetes.io whose quota name ("requests.<name>")
+// is a qualified name.
+func isExtendedResource(name corev1.ResourceName) bool {
+	if isNativeResource(name) || strings.HasPrefix(string(name), corev1.DefaultResourceRequestsPrefix) {
+		return false
+	}
+	return len(validation.IsQualifiedName(corev1.DefaultResourceRequestsPrefix+string(name))) == 0
+}
+
+// overcommitAllowed: native resources other than hugepages may be requested below their limit.
+func overcommitAllowed(name corev1.ResourceName) bool {
+	return isNativeResource(name) && !strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix)
+}
+
+// nodeAt follows mapping keys from n; nil when one is missing.
+func nodeAt(n *yamlv3.Node, keys ...string) *yamlv3.Node {
+	for _, k := range keys {
+		if n == nil || n.Kind != yamlv3.MappingNode {
+			return nil
+		}
+		var next *yamlv3.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == k {
+				next = n.Content[i+1]
+			}
+		}
+		n = next
+	}
+	return n
+}
+
+func seqOf(n *yamlv3.Node) []*yamlv3.Node {
+	if n == nil || n.Kind != yamlv3.SequenceNode {
+		return nil
+	}
+	return n.Content
 }

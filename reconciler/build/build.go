@@ -18,7 +18,6 @@ import (
 	"io"
 	"path"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -83,13 +82,28 @@ var KustomizationFiles = []string{"kustomization.yaml", "kustomization.yml", "Ku
 // Build builds the objects under dir (slash-separated, relative to the repository root; "" or
 // "." for the root) of a repository's files. The error is Errors when the input is at fault.
 func Build(files map[string][]byte, dir string) ([]*Object, error) {
+	return build(&memRepo{files: files}, dir)
+}
+
+// BuildDir is Build on a working copy on disk whose root is root: what `karpool vet` checks is
+// built exactly as PoolSync builds it. Only the files the build needs are read, and nothing
+// outside root.
+func BuildDir(root, dir string) ([]*Object, error) {
+	r, err := newDiskRepo(root)
+	if err != nil {
+		return nil, err
+	}
+	return build(r, dir)
+}
+
+func build(r repo, dir string) ([]*Object, error) {
 	dir, err := cleanDir(dir)
 	if err != nil {
 		return nil, Errors{{Message: err.Error()}}
 	}
-	b := &builder{files: files, docs: map[string][]*yaml.Node{}}
-	if !b.isDir(dir) {
-		if _, ok := files[dir]; ok {
+	b := &builder{repo: r, docs: map[string][]*yaml.Node{}}
+	if !r.isDir(dir) {
+		if r.isFile(dir) {
 			return nil, Errors{{File: dir, Message: "spec.path names a file; it must name a directory"}}
 		}
 		return nil, Errors{{File: dir, Message: "spec.path does not exist in the repository at this revision"}}
@@ -119,28 +133,15 @@ func cleanDir(dir string) (string, error) {
 }
 
 type builder struct {
-	files map[string][]byte
-	docs  map[string][]*yaml.Node // parsed files, by path
-}
-
-func (b *builder) isDir(d string) bool {
-	if d == "" {
-		return len(b.files) > 0
-	}
-	prefix := d + "/"
-	for name := range b.files {
-		if strings.HasPrefix(name, prefix) {
-			return true
-		}
-	}
-	return false
+	repo repo
+	docs map[string][]*yaml.Node // parsed files, by path
 }
 
 // kustomization returns the kustomization file of a directory, or "".
 func (b *builder) kustomization(dir string) string {
 	for _, n := range KustomizationFiles {
 		p := path.Join(dir, n)
-		if _, ok := b.files[p]; ok {
+		if b.repo.isFile(p) {
 			return p
 		}
 	}
@@ -150,17 +151,11 @@ func (b *builder) kustomization(dir string) string {
 // plain reads every YAML file under dir. A subdirectory with its own kustomization is built with
 // kustomize instead, as Flux does.
 func (b *builder) plain(dir string) ([]*Object, Errors) {
-	var names []string
+	names := b.repo.under(dir)
 	prefix := ""
 	if dir != "" {
 		prefix = dir + "/"
 	}
-	for name := range b.files {
-		if strings.HasPrefix(name, prefix) {
-			names = append(names, name)
-		}
-	}
-	sort.Strings(names)
 	var objs []*Object
 	var errs Errors
 	built := map[string]bool{}
@@ -216,7 +211,8 @@ func (b *builder) parse(name string) ([]*yaml.Node, *Error) {
 	if d, ok := b.docs[name]; ok {
 		return d, nil
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(b.files[name]))
+	data, _ := b.repo.read(name)
+	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var docs []*yaml.Node
 	for {
 		var n yaml.Node

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -13,7 +14,6 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/resource"
 	"sigs.k8s.io/kustomize/api/types"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/karpool/karpool/internal/suggest"
 )
@@ -30,20 +30,12 @@ func (b *builder) kustomize(dir string) (objs []*Object, errs Errors) {
 	if errs := b.lint(dir, map[string]bool{}); len(errs) > 0 {
 		return nil, errs
 	}
-	fs := filesys.MakeFsInMemory()
-	keepOrigin := false
-	for name, data := range b.files {
-		if name == kfile {
-			var err error
-			data, keepOrigin, err = withOriginAnnotations(b.docs[kfile][0])
-			if err != nil {
-				return nil, Errors{{File: kfile, Message: err.Error()}}
-			}
-		}
-		if err := fs.WriteFile("/"+name, data); err != nil {
-			return nil, Errors{{File: name, Message: err.Error()}}
-		}
+	fsys, root := b.repo.kustomizeFS()
+	data, keepOrigin, err := withOriginAnnotations(b.docs[kfile][0])
+	if err != nil {
+		return nil, Errors{{File: kfile, Message: err.Error()}}
 	}
+	fsys = &withFile{FileSystem: fsys, path: path.Join(root, kfile), data: data}
 
 	kustomizeMu.Lock()
 	defer kustomizeMu.Unlock()
@@ -57,9 +49,9 @@ func (b *builder) kustomize(dir string) (objs []*Object, errs Errors) {
 	// the repository root while allowing a base to share files with its overlays, as Flux does.
 	opts.LoadRestrictions = types.LoadRestrictionsNone
 	opts.PluginConfig = types.DisabledPluginConfig()
-	resMap, err := krusty.MakeKustomizer(opts).Run(fs, "/"+dir)
+	resMap, err := krusty.MakeKustomizer(opts).Run(fsys, path.Join(root, dir))
 	if err != nil {
-		return nil, Errors{{File: kfile, Message: "kustomize build failed: " + strings.ReplaceAll(err.Error(), "\n", " ")}}
+		return nil, Errors{b.buildFailure(kfile, err)}
 	}
 	for _, res := range resMap.Resources() {
 		origin, err := res.GetOrigin()
@@ -274,6 +266,23 @@ func (b *builder) lint(dir string, seen map[string]bool) Errors {
 					}
 				}
 			}
+		case "generators", "transformers", "validators", "configurations":
+			// Local entries are builtin plugin configurations (plugins themselves are off).
+			for _, e := range seqOf(val) {
+				if e.Kind == yaml.ScalarNode && remote(e.Value) {
+					at(e, "remote %s entry %q is not allowed: copy it into the repository", key.Value, e.Value)
+				}
+			}
+		case "replacements":
+			for _, r := range seqOf(val) {
+				if p := mapValue(r, "path"); p != nil {
+					b.lintFile(dir, p, at)
+				}
+			}
+		case "openapi":
+			if p := mapValue(val, "path"); p != nil {
+				b.lintFile(dir, p, at)
+			}
 		case "helmCharts", "helmChartInflationGenerator", "helmGlobals":
 			at(key, "Helm charts are not supported: render the chart into the repository (helm template) and list the output under resources")
 		}
@@ -296,13 +305,13 @@ func (b *builder) lintResource(dir, kfile string, n *yaml.Node, seen map[string]
 	if p == ".." || strings.HasPrefix(p, "../") {
 		return fail("%q points outside the repository", n.Value)
 	}
-	if _, ok := b.files[p]; ok {
+	if b.repo.isFile(p) {
 		if _, err := b.parse(p); err != nil {
 			return Errors{err}
 		}
 		return nil
 	}
-	if b.isDir(p) {
+	if b.repo.isDir(p) {
 		if b.kustomization(p) == "" {
 			return fail("directory %q has no kustomization.yaml; add one or list its files one by one", n.Value)
 		}
@@ -325,13 +334,60 @@ func (b *builder) lintFile(dir string, n *yaml.Node, at func(*yaml.Node, string,
 		return
 	}
 	p := path.Join(dir, n.Value)
-	if _, ok := b.files[p]; !ok {
+	switch {
+	case p == ".." || strings.HasPrefix(p, "../"):
+		at(n, "%q points outside the repository: kustomize reads files from inside the repository only, as Flux does", n.Value)
+	case !b.repo.isFile(p):
 		at(n, "file %q not found in the repository (looked for %s)", n.Value, p)
 	}
 }
 
-func remote(s string) bool {
-	return strings.Contains(s, "://") || strings.HasPrefix(s, "git@") || strings.Contains(s, "?ref=")
+// remote reports whether kustomize would fetch ref rather than read it from the repository: a
+// URL, a github.com path, an scp-style git address or a ?ref= query (kustomize's own rules, in
+// api/internal/git).
+func remote(ref string) bool {
+	s := strings.ToLower(strings.TrimSpace(ref))
+	s = strings.TrimPrefix(s, "git::")
+	switch {
+	case strings.Contains(s, "://"), strings.Contains(s, "?ref="),
+		strings.HasPrefix(s, "github.com/"), strings.HasPrefix(s, "github.com:"):
+		return true
+	}
+	at := strings.Index(s, "@")
+	return at > 0 && !strings.Contains(s[:at], "/") && strings.Contains(s[at:], ":")
+}
+
+var quotedRE = regexp.MustCompile(`'([^']+)'|"([^"]+)"`)
+
+// buildFailure reports kustomize's own error, whose text carries no position, on the
+// kustomization: at the line that names what failed when the error quotes it.
+func (b *builder) buildFailure(kfile string, err error) *Error {
+	e := &Error{File: kfile, Message: "kustomize build failed: " + strings.ReplaceAll(err.Error(), "\n", " ")}
+	data, _ := b.repo.read(kfile)
+	lines := strings.Split(string(data), "\n")
+	for _, m := range quotedRE.FindAllStringSubmatch(err.Error(), -1) {
+		q := path.Base(m[1] + m[2])
+		if q == "." || q == "/" {
+			continue
+		}
+		for i, l := range lines {
+			if c := strings.Index(l, q); c >= 0 && !strings.HasPrefix(strings.TrimSpace(l), "#") {
+				e.Line, e.Column = i+1, c+1
+				return e
+			}
+		}
+	}
+	return e
+}
+
+// mapValue returns the value of key in a mapping node, or nil.
+func mapValue(m *yaml.Node, key string) *yaml.Node {
+	for i := 0; m.Kind == yaml.MappingNode && i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
 }
 
 func seqOf(n *yaml.Node) []*yaml.Node {

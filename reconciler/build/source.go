@@ -34,15 +34,34 @@ func (s Source) String() string {
 // because a kustomize patch added it or because it is missing, it returns the position of the
 // deepest enclosing field that is there, and the document's start at worst.
 func (s Source) Locate(fieldPath string) (line, col int) {
+	line, col, _ = s.locate(splitPath(fieldPath))
+	return line, col
+}
+
+// Find is Locate for a field given as field names and list indexes ("spec", "requirements",
+// "0"); exact says whether the field itself is in the file rather than an enclosing one. Line is
+// 0 when the file of the object is not known (kustomize generated it).
+func (s Source) Find(selectors []string) (line, col int, exact bool) {
+	segs := make([]segment, len(selectors))
+	for i, sel := range selectors {
+		segs[i] = segment{name: sel, index: -1}
+		if n, err := strconv.Atoi(sel); err == nil {
+			segs[i].index = n
+		}
+	}
+	return s.locate(segs)
+}
+
+func (s Source) locate(segs []segment) (line, col int, exact bool) {
 	line, col = s.Line, s.Column
 	n := s.doc
 	if n == nil {
-		return line, col
+		return line, col, false
 	}
-	for _, seg := range splitPath(fieldPath) {
+	for _, seg := range segs {
 		var key, val *yaml.Node
 		switch {
-		case n.Kind == yaml.MappingNode && seg.index < 0:
+		case n.Kind == yaml.MappingNode:
 			for i := 0; i+1 < len(n.Content); i += 2 {
 				if n.Content[i].Value == seg.name {
 					key, val = n.Content[i], n.Content[i+1]
@@ -53,7 +72,7 @@ func (s Source) Locate(fieldPath string) (line, col int) {
 			val = n.Content[seg.index]
 		}
 		if val == nil {
-			return line, col
+			return line, col, false
 		}
 		// A scalar is reported where its value is; a map or list where its key is, which is the
 		// line people look at.
@@ -63,12 +82,12 @@ func (s Source) Locate(fieldPath string) (line, col int) {
 		}
 		n = val
 	}
-	return line, col
+	return line, col, true
 }
 
 type segment struct {
-	name  string
-	index int // -1 for a map key
+	name  string // the key, for a map
+	index int    // the index, for a list; -1 when the segment is not a number
 }
 
 // splitPath turns "a.b[2].c" into a, b, [2], c. Keys holding dots are written by the API server
@@ -85,7 +104,7 @@ func splitPath(p string) []segment {
 			}
 			inner := p[1:end]
 			if i, err := strconv.Atoi(inner); err == nil {
-				segs = append(segs, segment{index: i})
+				segs = append(segs, segment{name: inner, index: i})
 			} else {
 				segs = append(segs, segment{name: strings.Trim(inner, `"'`), index: -1})
 			}

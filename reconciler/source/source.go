@@ -17,7 +17,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/blang/semver/v4"
+	"github.com/Masterminds/semver/v3"
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -162,9 +162,9 @@ func (g *gitOp) resolve(ctx context.Context, ref Ref) (name, hash string, err er
 		}
 		return "", "", &Error{Kind: RefNotFound, URL: g.shown, Err: fmt.Errorf("tag %q does not exist%s", ref.Tag, listOf("tags", byName, "refs/tags/"))}
 	case ref.SemVer != "":
-		rng, err := semver.ParseRange(ref.SemVer)
+		rng, err := semver.NewConstraint(ref.SemVer)
 		if err != nil {
-			return "", "", &Error{Kind: Invalid, URL: g.shown, Err: fmt.Errorf("semver range %q cannot be parsed (%v): write it like \">=1.2.0 <2.0.0\"", ref.SemVer, err)}
+			return "", "", &Error{Kind: Invalid, URL: g.shown, Err: fmt.Errorf("spec.ref.semver: range %q cannot be parsed (%v): write it as Flux does, like \"^1.2\", \"~1.2.3\" or \">=1.0.0 <2.0.0\"", ref.SemVer, err)}
 		}
 		tag, err := highestMatching(ref.SemVer, rng, byName)
 		if err != nil {
@@ -303,20 +303,22 @@ func readTree(c *object.Commit) (map[string][]byte, error) {
 	return files, err
 }
 
-// highestMatching picks the highest tag (with or without a leading "v") inside the range.
-func highestMatching(rangeExpr string, rng semver.Range, refs map[string]string) (string, error) {
-	var best semver.Version
+// highestMatching picks the highest tag inside the range, reading tags as Flux does: strict
+// semantic versions (major.minor.patch), with or without a leading "v". Tags of equal precedence
+// (they differ in build metadata only) are ordered by name.
+func highestMatching(rangeExpr string, rng *semver.Constraints, refs map[string]string) (string, error) {
+	var best *semver.Version
 	bestTag := ""
 	for name := range refs {
 		tag, ok := strings.CutPrefix(name, "refs/tags/")
 		if !ok || strings.HasSuffix(tag, "^{}") {
 			continue
 		}
-		v, err := semver.Parse(strings.TrimPrefix(tag, "v"))
-		if err != nil || !rng(v) {
+		v, err := semver.StrictNewVersion(strings.TrimPrefix(tag, "v"))
+		if err != nil || !rng.Check(v) {
 			continue
 		}
-		if bestTag == "" || v.GT(best) || v.EQ(best) && tag < bestTag {
+		if best == nil || v.GreaterThan(best) || v.Equal(best) && tag < bestTag {
 			best, bestTag = v, tag
 		}
 	}

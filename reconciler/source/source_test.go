@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/Masterminds/semver/v3"
+
 	"github.com/karpool/karpool/internal/gittest"
 )
 
@@ -90,6 +92,8 @@ func TestFetchTagSemverCommitAndBranch(t *testing.T) {
 	}{
 		{Ref{Tag: "v1.0.0"}, "v1.0.0@sha1:" + c100, "1.0.0"},
 		{Ref{SemVer: ">=1.0.0 <2.0.0"}, "v1.4.0@sha1:" + c140, "1.4.0"},
+		{Ref{SemVer: "^1.0"}, "v1.4.0@sha1:" + c140, "1.4.0"},
+		{Ref{SemVer: "~1.0.0"}, "v1.0.0@sha1:" + c100, "1.0.0"},
 		{Ref{Commit: c140}, "sha1:" + c140, "1.4.0"},
 		{Ref{Branch: "dev"}, "dev@sha1:" + dev, "dev"},
 	}
@@ -108,7 +112,8 @@ func TestFetchTagSemverCommitAndBranch(t *testing.T) {
 		{Ref{Branch: "nope"}, RefNotFound, `branch "nope" does not exist; the repository has branches: dev, main`},
 		{Ref{Tag: "v9"}, RefNotFound, `tag "v9" does not exist`},
 		{Ref{SemVer: ">=3.0.0"}, RefNotFound, `no tag matches the semver range ">=3.0.0"`},
-		{Ref{SemVer: "not a range"}, Invalid, `cannot be parsed`},
+		{Ref{SemVer: "not a range"}, Invalid, `spec.ref.semver: range "not a range" cannot be parsed`},
+		{Ref{SemVer: "^1.x.y"}, Invalid, `like "^1.2", "~1.2.3" or ">=1.0.0 <2.0.0"`},
 		{Ref{Commit: "abc"}, Invalid, `not a full 40-character SHA-1`},
 	} {
 		_, err := f.Fetch(context.Background(), Request{URL: url, Ref: c.ref})
@@ -205,6 +210,42 @@ func TestRedact(t *testing.T) {
 	} {
 		if got := Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestHighestMatchingReadsRangesAsFlux: the ranges Flux accepts (Masterminds semver constraints:
+// caret, tilde, comparisons, hyphen ranges, wildcards) against tags read as Flux reads them
+// (strict major.minor.patch, with or without "v"; prereleases only when the range names one).
+func TestHighestMatchingReadsRangesAsFlux(t *testing.T) {
+	refs := map[string]string{}
+	for _, tag := range []string{"v1.0.0", "v1.2.3", "v1.2.9", "1.4.0", "v1.5", "v2.0.0", "v2.1.0-rc.1", "v2.1.0-rc.1^{}", "latest"} {
+		refs["refs/tags/"+tag] = "x"
+	}
+	refs["refs/heads/v9.9.9"] = "x"
+	for _, c := range []struct{ rng, want string }{
+		{"^1.2", "1.4.0"},
+		{"~1.2.3", "v1.2.9"},
+		{">=1.0.0 <2.0.0", "1.4.0"},
+		{"1.0.0 - 1.2.5", "v1.2.3"},
+		{"1.2.x", "v1.2.9"},
+		{"*", "v2.0.0"},
+		{">=2.1.0-rc.0", "v2.1.0-rc.1"},
+		{"^3", ""},
+	} {
+		rng, err := semver.NewConstraint(c.rng)
+		if err != nil {
+			t.Fatalf("%s: %v", c.rng, err)
+		}
+		got, err := highestMatching(c.rng, rng, refs)
+		if c.want == "" {
+			if err == nil || !strings.Contains(err.Error(), "no tag matches the semver range") {
+				t.Errorf("%s: got %q, %v; want no match", c.rng, got, err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("%s: got %q, %v; want %s", c.rng, got, err, c.want)
 		}
 	}
 }

@@ -153,3 +153,18 @@ func TestSchemaBatchesAndRemembers(t *testing.T) {
 		t.Fatalf("%d outcomes remembered, want 250", len(s.seen))
 	}
 }
+
+// TestSchemaRejectsAnUnreadableBudgetSchedule: the API server accepts any five fields, Karpenter
+// cannot read this one; PoolSync validation rejects it through the schema's Go rules, as
+// `karpool vet` does.
+func TestSchemaRejectsAnUnreadableBudgetSchedule(t *testing.T) {
+	budget := "disruption:\n    consolidateAfter: 5m\n    budgets:\n      - nodes: \"0\"\n        schedule: \"99 99 * * funday\"\n        duration: 8h"
+	fs, err := NewSchema().Validate(context.Background(), objects(t, map[string]string{"pools/a.yaml": poolWith("a", "In", budget)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `pools/a.yaml:20:19: NodePool/a spec.disruption.budgets[0].schedule: schedule is not a cron expression Karpenter can read: end of range (99) above maximum (59): 99 (got "99 99 * * funday"); five fields`
+	if len(fs) != 1 || !strings.HasPrefix(fs[0].String(), want) {
+		t.Fatalf("got %q\nwant %s…", strs(fs), want)
+	}
+}

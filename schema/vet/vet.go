@@ -173,8 +173,12 @@ func (r *runner) input(p string) error {
 	if !info.IsDir() {
 		return r.file(p)
 	}
+	top, err := filepath.Abs(p)
+	if err != nil {
+		return &InputError{err}
+	}
 	if k := kustomizationIn(p); k != "" {
-		return r.kustomize(p)
+		return r.kustomize(p, top)
 	}
 	return filepath.WalkDir(p, func(path string, e fs.DirEntry, err error) error {
 		if err != nil {
@@ -185,7 +189,7 @@ func (r *runner) input(p string) error {
 				return filepath.SkipDir
 			}
 			if path != p && kustomizationIn(path) != "" {
-				if err := r.kustomize(path); err != nil {
+				if err := r.kustomize(path, top); err != nil {
 					return err
 				}
 				return filepath.SkipDir
@@ -295,17 +299,6 @@ func dedupe(fs schema.Findings) schema.Findings {
 		out = append(out, f)
 	}
 	return out
-}
-
-// kustomizationIn returns the kustomization file of dir, if it has one.
-func kustomizationIn(dir string) string {
-	for _, n := range []string{"kustomization.yaml", "kustomization.yml", "Kustomization"} {
-		p := filepath.Join(dir, n)
-		if info, err := os.Stat(p); err == nil && info.Mode().IsRegular() {
-			return p
-		}
-	}
-	return ""
 }
 
 // Summary is the one-line account of a report.

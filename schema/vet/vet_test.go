@@ -315,14 +315,70 @@ func TestKustomizeRefusesRemoteAndOutside(t *testing.T) {
 	dir := t.TempDir()
 	write(t, dir, "remote/kustomization.yaml", "resources:\n  - github.com/example/pools//base?ref=v1\n  - https://example.com/pool.yaml\n")
 	r := run(t, opts(), filepath.Join(dir, "remote"))
-	if got := findings(r, "kustomize"); len(got) != 2 || got[0].Line != 2 || !strings.Contains(got[0].Message, "does not fetch") {
+	if got := findings(r, "kustomize"); len(got) != 2 || got[0].Line != 2 || !strings.Contains(got[0].Message, "remote resource") {
 		t.Fatalf("remote: %v", r.Findings)
 	}
 	write(t, dir, "outside/pool.yaml", nodePool("a", "default", ""))
 	write(t, dir, "inside/kustomization.yaml", "resources:\n  - ../outside\n")
 	r = run(t, opts(), filepath.Join(dir, "inside"))
-	if got := findings(r, "kustomize"); len(got) != 1 || !strings.Contains(got[0].Message, "outside the directory tree") {
+	if got := findings(r, "kustomize"); len(got) != 1 || !strings.Contains(got[0].Message, "points outside the repository") {
 		t.Fatalf("outside: %v", r.Findings)
+	}
+}
+
+// sharedPatchRepo is a repository whose overlay takes a base and a patch from outside its own
+// directory, as PoolSync and Flux allow, and a second overlay whose patch lies outside the
+// repository. reconciler/build's TestBuildSharesFilesInsideTheRepository builds the same shape.
+var sharedPatchRepo = map[string]string{
+	"pools/base/kustomization.yaml":    "resources:\n  - nodepool.yaml\n  - ec2nodeclass.yaml\n",
+	"pools/patches/weight.json":        `[{"op": "add", "path": "/spec/weight", "value": 10}]`,
+	"pools/prod/kustomization.yaml":    "resources:\n  - ../base\npatches:\n  - path: ../patches/weight.json\n    target: {kind: NodePool}\n",
+	"pools/escape/kustomization.yaml":  "resources:\n  - ../base\npatches:\n  - path: ../../../weight.yaml\n",
+	"pools/escape2/kustomization.yaml": "resources:\n  - ../base\n  - ../../../pool.yaml\n",
+}
+
+// TestKustomizeSharesFilesInsideTheRepository: vet builds kustomizations as PoolSync does, so a
+// patch from a sibling directory is applied, and one outside the repository is refused (it is
+// there on disk, next to the repository, but never read).
+func TestKustomizeSharesFilesInsideTheRepository(t *testing.T) {
+	top := t.TempDir()
+	repo := filepath.Join(top, "repo")
+	write(t, repo, ".git/HEAD", "ref: refs/heads/main\n")
+	for name, content := range sharedPatchRepo {
+		write(t, repo, name, content)
+	}
+	write(t, repo, "pools/base/nodepool.yaml", nodePool("a", "default", ""))
+	write(t, repo, "pools/base/ec2nodeclass.yaml", strings.ReplaceAll(class, "%s", "default"))
+	write(t, top, "weight.yaml", "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata:\n  name: a\nspec:\n  weight: 999\n")
+	write(t, top, "pool.yaml", nodePool("b", "default", ""))
+
+	r := run(t, opts(), filepath.Join(repo, "pools/prod"))
+	if len(r.Findings) != 0 || r.Checked != 2 {
+		t.Fatalf("../ patch inside the repository: %d checked, %v", r.Checked, r.Findings)
+	}
+	// The patch is applied: a weight out of range that only it sets is reported.
+	write(t, repo, "pools/patches/weight.json", `[{"op": "add", "path": "/spec/weight", "value": 1000}]`)
+	if r = run(t, opts(), filepath.Join(repo, "pools/prod")); r.Errors() != 1 || !strings.Contains(r.Findings[0].Path, "spec.weight") {
+		t.Fatalf("the patch is not applied: %v", r.Findings)
+	}
+	write(t, repo, "pools/patches/weight.json", sharedPatchRepo["pools/patches/weight.json"])
+	for _, overlay := range []string{"escape", "escape2"} {
+		r = run(t, opts(), filepath.Join(repo, "pools", overlay))
+		got := findings(r, "kustomize")
+		if len(got) != 1 || got[0].Line != 4 && got[0].Line != 3 || !strings.Contains(got[0].Message, "points outside the repository") ||
+			got[0].File != filepath.Join(repo, "pools", overlay, "kustomization.yaml") {
+			t.Fatalf("%s: %v", overlay, r.Findings)
+		}
+	}
+	// Outside a Git work tree the repository is the directory given to vet.
+	if err := os.RemoveAll(filepath.Join(repo, ".git")); err != nil {
+		t.Fatal(err)
+	}
+	if r = run(t, opts(), filepath.Join(repo, "pools")); len(findings(r, "kustomize")) != 2 || r.Checked != 4 {
+		t.Fatalf("without .git, from pools: %d checked, %v", r.Checked, r.Findings)
+	}
+	if r = run(t, opts(), filepath.Join(repo, "pools/prod")); len(findings(r, "kustomize")) != 2 {
+		t.Fatalf("without .git, from pools/prod (../base and ../patches are outside): %v", r.Findings)
 	}
 }
 
@@ -420,5 +476,25 @@ func TestCheckBytes(t *testing.T) {
 	}
 	if got := findings(r, "nodeclassref"); len(got) != 1 || got[0].File != "out.yaml" {
 		t.Fatalf("%v", r.Findings)
+	}
+}
+
+// TestBudgetScheduleIsCron: vet rejects a schedule Karpenter's cron parser cannot read (the
+// CRD's pattern accepts it), at the schedule's value, with a hint.
+func TestBudgetScheduleIsCron(t *testing.T) {
+	dir := t.TempDir()
+	budget := "  disruption:\n    consolidateAfter: 5m\n    budgets:\n      - nodes: \"0\"\n        schedule: \"99 99 * * funday\"\n        duration: 8h\n"
+	p := write(t, dir, "pool.yaml", strings.ReplaceAll(class, "%s", "default")+"---\n"+nodePool("a", "default", budget))
+	r := run(t, opts(), p)
+	got := findings(r, "cron")
+	if len(got) != 1 || r.Errors() != 1 {
+		t.Fatalf("want one cron finding, got %v", r.Findings)
+	}
+	classLines := strings.Count(class, "\n") + 1 // and the separator
+	if f := got[0]; f.File != p || f.Line != classLines+15 || f.Column != 19 || !strings.Contains(f.Message, "above maximum (59)") || !strings.Contains(f.Hint, "@daily") {
+		t.Fatalf("got %s (hint %q), want it at line %d, column 19", f, f.Hint, classLines+15)
+	}
+	if out := text(t, r); !strings.Contains(out, "0 9 * * mon-fri") {
+		t.Errorf("text output does not carry the hint:\n%s", out)
 	}
 }

@@ -1,0 +1,154 @@
+package simulate
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writeWorkload(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestWorkloadResourcesAreValidated: what the API server refuses on create, simulate refuses
+// too, each problem at its file:line:col with what to do, all of them at once.
+func TestWorkloadResourcesAreValidated(t *testing.T) {
+	p := writeWorkload(t, "w.yaml", `# pods
+apiVersion: v1
+kind: Pod
+metadata: {name: negative}
+spec:
+  containers:
+    - name: c
+      resources:
+        requests:
+          cpu: "-1"
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 2
+  template:
+    spec:
+      initContainers:
+        - name: init
+          resources:
+            requests: {memory: lots}
+      containers:
+        - name: c
+          resources:
+            requests: {cpu: "2", nvidia.com/gpu: "1", cpus: "1"}
+            limits: {cpu: "1", nvidia.com/gpu: "2"}
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec:
+  template:
+    spec:
+      resources:
+        requests: {ephemeral-storage: 1Gi}
+      containers:
+        - name: c
+          resources:
+            requests: {aws.amazon.com/neuron: "0.5", example.com/fpga: "1"}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent}
+spec:
+  template:
+    spec:
+      containers:
+        - name: c
+          resources:
+            limits: {hugepages-2Mi: 1Gi}
+`)
+	_, _, err := loadWorkload(p)
+	if err == nil {
+		t.Fatal("invalid workload accepted")
+	}
+	got := strings.Split(err.Error(), "\n")
+	want := []string{
+		p + `:10:16: Pod "negative": spec.containers[0].resources.requests.cpu: -1 is negative: a quantity must be 0 or more`,
+		p + `:22:32: Deployment "web": spec.template.spec.initContainers[0].resources.requests.memory: "lots" is not a quantity: write it like 250m, 2 or 1.5 for cpu, 512Mi or 4Gi for memory`,
+		p + `:26:55: Deployment "web": spec.template.spec.containers[0].resources.requests.cpus: "cpus" is not a container resource: use cpu, memory, ephemeral-storage`,
+		p + `:26:29: Deployment "web": spec.template.spec.containers[0].resources.requests.cpu: request 2 is above the limit 1: lower the request or raise the limit`,
+		p + `:26:50: Deployment "web": spec.template.spec.containers[0].resources.requests.nvidia.com/gpu: request 1 must equal the limit 2: nvidia.com/gpu cannot be overcommitted`,
+		p + `:40:47: StatefulSet "db": spec.template.spec.containers[0].resources.requests.aws.amazon.com/neuron: 0.5 is not a whole number`,
+		p + `:40:72: StatefulSet "db": spec.template.spec.containers[0].resources.requests.example.com/fpga: example.com/fpga is requested without a limit`,
+		p + `:36:20: StatefulSet "db": spec.template.spec.resources.requests.ephemeral-storage: "ephemeral-storage" is not supported at pod level`,
+		p + `:51:37: DaemonSet "agent": spec.template.spec.containers[0].resources: hugepages-2Mi needs a cpu or memory request or limit as well`,
+	}
+	if len(got) != len(want) {
+		t.Errorf("got %d problems, want %d:\n%s", len(got), len(want), err)
+	}
+	for _, w := range want {
+		found := false
+		for _, g := range got {
+			found = found || strings.HasPrefix(g, w)
+		}
+		if !found {
+			t.Errorf("missing\n  %s\nin\n  %s", w, strings.Join(got, "\n  "))
+		}
+	}
+}
+
+// TestValidWorkloadResourcesPass: requests at or below limits, extended resources whole and
+// equal to their limits, pod-level cpu and memory, hugepages next to memory: all accepted.
+func TestValidWorkloadResourcesPass(t *testing.T) {
+	p := writeWorkload(t, "ok.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: ok}
+spec:
+  resources:
+    requests: {cpu: 500m, memory: 1Gi}
+    limits: {cpu: "1"}
+  containers:
+    - name: c
+      resources:
+        requests: {cpu: 250m, memory: 512Mi, nvidia.com/gpu: 1, hugepages-2Mi: 64Mi, ephemeral-storage: "0"}
+        limits: {cpu: 250m, nvidia.com/gpu: 1, hugepages-2Mi: 64Mi}
+`)
+	w, _, err := loadWorkload(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(w.pods) != 1 {
+		t.Fatalf("%d pods, want 1", len(w.pods))
+	}
+}
+
+// TestListItemsAreValidatedAtTheList: items of a List are re-encoded, so their problems point
+// at the List's line.
+func TestListItemsAreValidatedAtTheList(t *testing.T) {
+	p := writeWorkload(t, "list.yaml", `
+apiVersion: v1
+kind: List
+items:
+  - apiVersion: v1
+    kind: Pod
+    metadata: {name: a}
+    spec:
+      containers: [{name: c, resources: {requests: {memory: "-1Gi"}}}]
+`)
+	_, _, err := loadWorkload(p)
+	if err == nil || !strings.HasPrefix(err.Error(), p+`:2: Pod "a": spec.containers[0].resources.requests.memory: -1Gi is negative`) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestCSVNegativeRequest(t *testing.T) {
+	p := writeWorkload(t, "w.csv", "name,replicas,cpu,memory\nweb,2,-1,1Gi\n")
+	_, _, err := loadWorkload(p)
+	if err == nil || !strings.Contains(err.Error(), p+":2: cpu -1 is negative") {
+		t.Fatalf("got %v", err)
+	}
+}

@@ -1,0 +1,78 @@
+package schema
+
+import (
+	"fmt"
+
+	"github.com/Masterminds/semver/v3"
+	"github.com/robfig/cron/v3"
+)
+
+// Rules that CUE cannot state are checked in Go, here, after the CUE schema: `karpool vet` and
+// PoolSync validation both validate through Schema.ValidateDocument, so this is the one place
+// they are decided. Stock `cue vet` does not run them.
+
+// goRules returns the findings of the Go rules for a document that the CUE schema checked.
+// reported holds the field paths the schema already reported, which are not reported twice.
+func goRules(d *Document, obj any, reported map[string]bool) Findings {
+	switch d.APIVersion + "|" + d.Kind {
+	case "karpenter.sh/v1|NodePool":
+		return budgetSchedules(d, obj, reported)
+	case "karpool.dev/v1alpha1|PoolSync":
+		return semverRange(d, obj, reported)
+	}
+	return nil
+}
+
+// semverRange checks a PoolSync's spec.ref.semver the way the source reads it, as Flux's
+// source-controller does: a Masterminds semver constraint (^1.2, ~1.2.3, >=1.0.0 <2.0.0, 1.x).
+func semverRange(d *Document, obj any, reported map[string]bool) Findings {
+	path := []string{"spec", "ref", "semver"}
+	els := elementsAt(obj, path, nil)
+	if len(els) == 0 || reported[FieldPath(path)] {
+		return nil
+	}
+	rng, ok := els[0].value.(string)
+	if !ok {
+		return nil
+	}
+	if _, err := semver.NewConstraint(rng); err != nil {
+		return Findings{d.At(path, Error, "semver", fmt.Sprintf("semver is not a version range: %v", err),
+			`write a range as Flux does, like "^1.2", "~1.2.3" or ">=1.0.0 <2.0.0"`)}
+	}
+	return nil
+}
+
+// budgetSchedules checks each disruption budget's schedule the way Karpenter reads it:
+// robfig/cron's standard parser (five fields or a descriptor such as @daily) on the schedule
+// prefixed with TZ=UTC. The CRD's pattern only counts fields, so the API server accepts
+// "99 99 * * funday", and Karpenter then fails closed on the budget: it blocks every
+// disruption of the pool, logging an invariant violation.
+func budgetSchedules(d *Document, obj any, reported map[string]bool) Findings {
+	var fs Findings
+	for _, el := range elementsAt(obj, []string{"spec", "disruption", "budgets", "*", "schedule"}, nil) {
+		schedule, ok := el.value.(string)
+		if !ok || reported[FieldPath(el.path)] {
+			continue
+		}
+		if err := ParseSchedule(schedule); err != nil {
+			fs = append(fs, d.At(el.path, Error, "cron",
+				fmt.Sprintf("schedule is not a cron expression Karpenter can read: %v", err),
+				`five fields, minute (0-59) hour (0-23) day-of-month (1-31) month (1-12 or jan-dec) day-of-week (0-6 or sun-sat), like "0 9 * * mon-fri", or a macro such as @daily; it is read in UTC, without a TZ= prefix`))
+		}
+	}
+	return fs
+}
+
+// ParseSchedule reports whether Karpenter can read a disruption budget schedule; the error
+// says what is wrong with it.
+func ParseSchedule(schedule string) (err error) {
+	// The parser indexes into the input on assumptions about its shape; whatever it trips
+	// on is an invalid schedule, not a crash of the validator.
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("cannot be parsed (%v)", r)
+		}
+	}()
+	_, err = cron.ParseStandard("TZ=UTC " + schedule)
+	return err
+}

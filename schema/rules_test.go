@@ -1,0 +1,109 @@
+package schema_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/karpool/karpool/schema"
+)
+
+// budgetPool is a valid NodePool with one budget whose schedule is %s, on line 14.
+const budgetPool = `apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: a
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}]
+  disruption:
+    consolidateAfter: 5m
+    budgets:
+      - nodes: "0"
+        schedule: %s
+        duration: 8h
+`
+
+// TestBudgetScheduleIsCron: a schedule passes only if Karpenter's cron parser reads it, and the
+// finding is located on the schedule's value with a hint. The CUE pattern (the CRD's) accepts
+// every one of these inputs, so the rejections come from the Go rule.
+func TestBudgetScheduleIsCron(t *testing.T) {
+	for _, c := range []struct {
+		schedule string
+		want     string // "" when valid
+	}{
+		{`"0 9 * * mon-fri"`, ""},
+		{`"*/15 0-6 1,15 jan-mar ?"`, ""},
+		{`"@daily"`, ""},
+		{`"@midnight"`, ""},
+		{`"99 99 * * funday"`, "above maximum (59)"},
+		{`"0 9 * * funday"`, `failed to parse int from funday`},
+		{`"0 25 * * *"`, "above maximum (23)"},
+		// Karpenter prefixes TZ=UTC itself; a second time zone makes six fields.
+		{`"TZ=Europe/Paris 0 9 * * *"`, "expected exactly 5 fields, found 6"},
+		{`"0 9 * * * *"`, "expected exactly 5 fields, found 6"},
+	} {
+		t.Run(c.schedule, func(t *testing.T) {
+			fs, err := schema.ValidateDocuments("pool.yaml", fmt.Appendf(nil, budgetPool, c.schedule))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.want == "" {
+				if len(fs) != 0 {
+					t.Fatalf("valid schedule rejected: %v", fs)
+				}
+				return
+			}
+			if len(fs) != 1 {
+				t.Fatalf("want one finding, got %v", fs)
+			}
+			f := fs[0]
+			if f.Rule != "cron" || f.Line != 14 || f.Column != 19 || f.Path != "spec.disruption.budgets[0].schedule" ||
+				!strings.Contains(f.Message, c.want) || !strings.Contains(f.Hint, `"0 9 * * mon-fri"`) {
+				t.Fatalf("got %s (rule %s, hint %q), want rule cron at 14:19 mentioning %q", f, f.Rule, f.Hint, c.want)
+			}
+		})
+	}
+}
+
+// TestBudgetScheduleOnceWhenThePatternFails: a schedule that breaks the CUE pattern too is
+// reported once, by the schema.
+func TestBudgetScheduleOnceWhenThePatternFails(t *testing.T) {
+	fs, err := schema.ValidateDocuments("pool.yaml", fmt.Appendf(nil, budgetPool, `"daily"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fs) != 1 || fs[0].Rule != "schema" {
+		t.Fatalf("want one schema finding, got %v", fs)
+	}
+}
+
+func FuzzParseSchedule(f *testing.F) {
+	for _, s := range []string{"0 9 * * mon-fri", "@daily", "99 99 * * funday", "TZ=", "@every", "*/0 * * * *", "1-0 * * * *"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		_ = schema.ParseSchedule(s) // must not panic
+	})
+}
+
+// TestPoolSyncSemverRange: spec.ref.semver takes the ranges Flux takes, and an invalid one is
+// located on its value.
+func TestPoolSyncSemverRange(t *testing.T) {
+	const ps = "apiVersion: karpool.dev/v1alpha1\nkind: PoolSync\nmetadata:\n  name: p\nspec:\n  url: https://example.com/pools.git\n  interval: 1m\n  ref:\n    semver: %q\n"
+	for _, rng := range []string{"^1.2", "~1.2.3", ">=1.0.0 <2.0.0", "1.x", "1.0.0 - 1.4.0"} {
+		fs, err := schema.ValidateDocuments("ps.yaml", fmt.Appendf(nil, ps, rng))
+		if err != nil || len(fs) != 0 {
+			t.Errorf("%s rejected: %v %v", rng, fs, err)
+		}
+	}
+	fs, err := schema.ValidateDocuments("ps.yaml", fmt.Appendf(nil, ps, "^1.x.y"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fs) != 1 || fs[0].Rule != "semver" || fs[0].Location() != "ps.yaml:9:13" || !strings.Contains(fs[0].Hint, `"~1.2.3"`) {
+		t.Fatalf("got %v", fs)
+	}
+}
