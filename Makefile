@@ -45,7 +45,7 @@ test: tools verify-generate lint
 	$(MAKE) fuzz
 
 # Fuzz targets as package:Target. `go test ./...` already replays each seed corpus; this explores.
-FUZZ_TARGETS := ./schema/vet:FuzzVet ./internal/migrate:FuzzMigrate \
+FUZZ_TARGETS := ./schema/vet:FuzzVet ./schema:FuzzParseSchedule ./internal/migrate:FuzzMigrate \
 	./internal/awssim:FuzzEC2Query ./internal/awssim:FuzzJSONRequest \
 	./internal/awssim:FuzzUserData ./internal/awssim:FuzzEventPattern
 # A count, not a duration: with a duration, Go 1.26's fuzz coordinator can race its own deadline

@@ -186,3 +186,27 @@ func containsAll(s string, parts ...string) bool {
 	}
 	return true
 }
+
+// A 2-cpu pod and a 1-cpu pod whose preferred pod affinity cannot hold (no pod matches): the
+// second is placed first, on a node of its own, and the first did not fit its room, which left
+// two nodes (t3a.small and c8gd.xlarge on the full catalog) where the larger one alone holds
+// both for less. The final fold moves the small node's pod into the other's spare room.
+func TestFoldCheapNodeIntoSpareRoom(t *testing.T) {
+	a := mkPod("a", map[string]string{"app": "a"}, "2", "4Gi")
+	b := mkPod("b", map[string]string{"app": "b"}, "1", "1Gi")
+	b.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+		Weight: 1, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: corev1.LabelTopologyZone, LabelSelector: sel(map[string]string{"app": "absent"})}}}}}
+	in := &scheduling.Input{Pods: []*corev1.Pod{a, b}, Pools: []scheduling.Pool{{NodePool: nodePool("default"), InstanceTypes: usEast1(t)}}}
+	res := solve(t, in)
+	if len(res.NodeClaims) != 1 || len(res.NodeClaims[0].Pods) != 2 {
+		t.Fatalf("plan %v, want both pods on one node", summary(res))
+	}
+	// The one node costs less than the two cheapest nodes the pods fit apart.
+	alone := func(p *corev1.Pod) float64 {
+		r := solve(t, &scheduling.Input{Pods: []*corev1.Pod{p}, Pools: in.Pools})
+		return r.TotalPricePerHour()
+	}
+	if got, apart := res.TotalPricePerHour(), alone(a.DeepCopy())+alone(b.DeepCopy()); got >= apart {
+		t.Errorf("one node at $%.4f/h, the pods apart $%.4f/h", got, apart)
+	}
+}

@@ -146,6 +146,10 @@ func solve(in *Input, split bool) (*Result, bool) {
 	all := append(constrained, free...)
 	s.retryRounds(all, 4)
 	s.retryRounds(all, 8)
+	// Folding frees room under the pool limits and grows NodeClaims: pods left over may fit now.
+	if s.fold() {
+		s.retryRounds(all, 4)
+	}
 	return s.result(), s.splitUsed && s.splitDoubt
 }
 
