@@ -1,5 +1,6 @@
-// Package examples embeds the example pool repositories, so that `karpool up` can seed its
-// local git server from any working directory.
+// Package examples embeds the examples, so that `karpool up` can run them from any working
+// directory: it seeds its local git server with an example's pools (NodePools, EC2NodeClasses,
+// kustomizations) and applies the rest (the workload, e.g. workshop/workload/) to the cluster.
 package examples
 
 import "embed"

@@ -25,11 +25,14 @@ import (
 	"github.com/karpool/karpool/internal/gittest"
 )
 
-// workshopRepo is a repository with the workshop example under clusters/dev, committed.
+// workshopRepo is a repository with the workshop example under clusters/dev, committed. Its
+// kustomization also lists the example's inflate Deployment (which `karpool up` keeps out of
+// Git), so that PoolSync is tested on an object of a kind besides the pools.
 func workshopRepo(t *testing.T) (*gittest.Repo, string, string) {
 	dir := t.TempDir()
 	repo := gittest.NewRepo(t, dir, "pools.git")
 	repo.CopyDir("../examples/workshop", "clusters/dev")
+	repo.Write("clusters/dev/kustomization.yaml", "resources:\n  - ec2nodeclass.yaml\n  - nodepool.yaml\n  - workload/inflate.yaml\n")
 	return repo, dir, repo.Commit("workshop pools")
 }
 
@@ -135,7 +138,7 @@ func TestInvalidRevisionsAreNotApplied(t *testing.T) {
 	repo.Write(nodepool, orig)
 	repo.Commit("broken kustomization")
 	ps = h.waitFailed(name, meta.BuildFailedReason)
-	if msg := conditions.GetMessage(ps, meta.ReadyCondition); !strings.Contains(msg, `clusters/dev/kustomization.yaml:7:5: "pools/extra.yaml" not found in the repository`) {
+	if msg := conditions.GetMessage(ps, meta.ReadyCondition); !strings.Contains(msg, `clusters/dev/kustomization.yaml:5:5: "pools/extra.yaml" not found in the repository`) {
 		t.Errorf("message does not point at the kustomization entry: %s", msg)
 	}
 	np, _ = h.nodePool("default")
@@ -189,7 +192,7 @@ func TestDriftIsCorrectedAndRemovedPoolsPruned(t *testing.T) {
 
 	// Remove the pool from Git: it is pruned; its EC2NodeClass stays.
 	repo.Remove("clusters/dev/nodepool.yaml")
-	repo.Write("clusters/dev/kustomization.yaml", "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ec2nodeclass.yaml\n  - inflate.yaml\n")
+	repo.Write("clusters/dev/kustomization.yaml", "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ec2nodeclass.yaml\n  - workload/inflate.yaml\n")
 	removed := repo.Commit("remove the pool")
 	ps := h.waitApplied(name, removed)
 	if _, err := h.nodePool("default"); !apierrors.IsNotFound(err) {
@@ -368,7 +371,7 @@ func TestSuspendedPoolSyncIsLeftAlone(t *testing.T) {
 		ps := h.get(name)
 		return ps.Status.ObservedGeneration == ps.Generation || !conditions.IsReady(ps), describe(ps)
 	})
-	repo.Remove("clusters/dev/inflate.yaml")
+	repo.Remove("clusters/dev/workload/inflate.yaml")
 	repo.Write("clusters/dev/kustomization.yaml", "resources:\n  - ec2nodeclass.yaml\n  - nodepool.yaml\n")
 	next := repo.Commit("while suspended")
 	// A request is handled (and recorded) even while suspended, but nothing is applied.

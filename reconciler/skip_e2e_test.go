@@ -59,7 +59,7 @@ func TestUntouchedObjectsAreNeitherDryRunNorApplied(t *testing.T) {
 	// The pools without the inflate Deployment, whose controller annotates it after each apply.
 	repo := gittest.NewRepo(t, t.TempDir(), "pools.git")
 	repo.CopyDir("../examples/workshop", "pools")
-	repo.Remove("pools/inflate.yaml")
+	repo.Remove("pools/workload/inflate.yaml")
 	repo.Remove("pools/kustomization.yaml")
 	repo.Commit("pools")
 	r := New(c, Options{})

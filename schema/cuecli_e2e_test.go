@@ -88,6 +88,7 @@ func TestStockCueVet(t *testing.T) {
 	// Mixed files and whole directories: #Resource checks the kinds it knows and lets the others
 	// (the workshop's Deployment and Kustomization) through.
 	mixed := append([]string{"vet", "-c", "-d", "#Resource", "./schema"}, glob(t, "examples/workshop/*.yaml")...)
+	mixed = append(mixed, glob(t, "examples/workshop/workload/*.yaml")...)
 	mixed = append(mixed, glob(t, "examples/seeds/002-hpa-terraform/*.yaml")...)
 	mixed = append(mixed, glob(t, "schema/testdata/valid/*.yaml")...)
 	if out, code := cueVet(t, bin, mixed...); code != 0 {

@@ -13,21 +13,23 @@ import (
 // real ones). The resource LP of Bound lets a pod's cpu and memory be covered by different
 // types: when the cheapest cpu comes from a type short of memory (a1: 2 GiB per vCPU) and the
 // cheapest memory from another (r6g), it mixes the two in a way pods of ~3 GiB per vCPU cannot
-// follow, and no packing gets near it. WholePods keeps each pod's memory:cpu ratio:
+// follow, and no packing gets near it. WholePods keeps each pod's memory:cpu ratio ρ:
 //
-//	minimize Σ price_T·x_T  over node types T
-//	s.t. the pods are assigned (fractionally) to types, and the pods assigned to T fit into
-//	     x_T nodes of T in cpu and in memory.
+//	minimize Σ_T p_T·x_T  over node types T
+//	s.t. every pod group's cpu d_g is split over the types, a_{T,g} ≥ 0, Σ_T a_{T,g} = d_g,
+//	     and what T gets fits x_T nodes: Σ_g a_{T,g} ≤ cpu_T·x_T, Σ_g ρ_g·a_{T,g} ≤ mem_T·x_T
 //
-// For cpu and memory alone the ways to fill one node are spanned by one ratio class alone,
-// and two classes on either side of the type's own ratio mixed so that both resources are used
-// up, so the LP has one column per such filling and one row per ratio class. To stay a valid
-// bound while keeping the LP small, pods are grouped into classes of geometric ratio width
-// with every pod's memory rounded down to its class's lowest ratio; types another type beats
-// on both price per cpu and price per byte are left out (fractional nodes of the better type
-// replace them at no more cost). Pod slots, other resources, pool limits, the sizes of single
-// pods and pods without cpu are ignored — each only lowers the value, so it stays a lower
-// bound on every feasible packing.
+// Its dual gives every type a price per millicore α_T and per byte β_T, both ≥ 0, at which a
+// node is worth no more than it costs (cpu_T·α_T + mem_T·β_T ≤ p_T); a millicore of group g is
+// then worth v_g = min_T (α_T + ρ_g·β_T), and Σ_g d_g·v_g is the bound. Any such prices give a
+// valid bound (weak duality), so the LP only has to find good ones (wholePodPrices finds the
+// optimal ones), and the bound is what they are worth on every group's exact ratio.
+//
+// Types no pod fits on are left out (no packing uses them), and so are types another type beats
+// on both price per cpu and price per byte: the better type's prices, scaled by the price
+// ratio, are valid for them and worth at least as much.
+// Pod slots, other resources, pool limits, the sizes of single pods and pods without cpu are
+// ignored — each only lowers the value, so it stays a lower bound on every feasible packing.
 //
 // It returns 0 when no pod requests cpu and fits some type.
 func WholePods(p Problem) (float64, error) {
@@ -36,16 +38,9 @@ func WholePods(p Problem) (float64, error) {
 			return 0, fmt.Errorf("type %s: price %v is not a finite non-negative number", p.Types[i].Name, pr)
 		}
 	}
-	types := paretoTypes(p.Types)
-	if len(types) == 0 {
-		return 0, nil
-	}
-
-	// Pods that request cpu and fit some type, as (cpu, ratio) with their counts.
-	type group struct {
-		cpu, ratio float64
-	}
-	var groups []group
+	// Pods that request cpu and fit some type, as millicores per memory:cpu ratio.
+	cpuAt := map[float64]float64{}
+	var fitting []catalog.Resources
 	for g, pg := range p.Pods {
 		if pg.Count < 0 {
 			return 0, fmt.Errorf("pod group %d: negative count %d", g, pg.Count)
@@ -54,117 +49,208 @@ func WholePods(p Problem) (float64, error) {
 		if pg.Count == 0 || c <= 0 || !fitsSome(&pg.Requests, p.Types) {
 			continue
 		}
-		groups = append(groups, group{cpu: float64(c) * float64(pg.Count), ratio: float64(m) / float64(c)})
+		cpuAt[float64(m)/float64(c)] += float64(c) * float64(pg.Count)
+		fitting = append(fitting, pg.Requests)
 	}
-	if len(groups) == 0 {
+	groups := make([]ratioGroup, 0, len(cpuAt))
+	for r, c := range cpuAt {
+		groups = append(groups, ratioGroup{cpu: c, ratio: r})
+	}
+	slices.SortFunc(groups, func(a, b ratioGroup) int { return cmp.Compare(a.ratio, b.ratio) })
+	smallest := smallestRequests(fitting)
+	types := paretoTypes(p.Types, smallest)
+	if len(groups) == 0 || len(types) == 0 || types[0].Price == 0 {
+		// Nothing to place, or a free type: fractional nodes of it hold everything for nothing.
 		return 0, nil
 	}
+	prices, err := wholePodPrices(types, groups)
+	if err != nil {
+		return 0, err
+	}
+	memless := memlessPrice(p.Types, smallest)
+	bound := 0.0
+	for _, g := range groups {
+		v, _ := worth(prices, g.ratio)
+		if g.ratio == 0 {
+			v = min(v, memless)
+		}
+		bound += g.cpu * v
+	}
+	return bound, nil
+}
 
-	// Ratio classes: pods without memory in their own, the others in wholePodClasses classes
-	// of equal geometric width; each class is represented by the lowest ratio it may hold.
+// ratioGroup is cpu (millicores) requested at one memory:cpu ratio (bytes per millicore).
+type ratioGroup struct {
+	cpu, ratio float64
+}
+
+// worth is what a millicore at the ratio is worth at the prices, and the type that sets it
+// (the first of equal ones).
+func worth(prices []typePrices, ratio float64) (float64, int) {
+	v, at := math.Inf(1), -1
+	for t, pr := range prices {
+		if w := pr.cpu + ratio*pr.mem; w < v {
+			v, at = w, t
+		}
+	}
+	return v, at
+}
+
+// wholePodClasses caps the ratio classes the WholePods LP starts from; it has about
+// types × classes constraints and classes + 2·types variables.
+const wholePodClasses = 24
+
+// wholePodRefinements caps how often wholePodPrices splits classes and solves again.
+const wholePodRefinements = 16
+
+// wholePodPrices returns optimal prices of the WholePods dual. More than wholePodClasses groups
+// are merged into that many classes of equal geometric width (pods without memory in their
+// own), each at its cpu-weighted mean ratio, which keeps the LP small. Since v_g is concave in
+// ρ_g, merging can only raise the LP's optimum; so when the class optimum's prices are worth as
+// much on the groups as on the classes, they are optimal for the groups too. They fall short
+// only where a class straddles a ratio at which another type starts to set v; such classes are
+// cut there and the LP solved again, until the value meets the class optimum (2 to 7 rounds on
+// the many-small-Deployments workload). Should the cap stop that early, the best prices so far
+// are still valid, only not quite optimal.
+func wholePodPrices(types []*Type, groups []ratioGroup) ([]typePrices, error) {
 	lo, hi := math.Inf(1), 0.0
 	for _, g := range groups {
 		if g.ratio > 0 {
 			lo, hi = min(lo, g.ratio), max(hi, g.ratio)
 		}
 	}
-	classOf := func(r float64) int {
-		if r == 0 {
-			return 0
+	// cut[i]: group i starts a class. Groups are sorted by ratio, so each class is a run.
+	cut := make([]bool, len(groups))
+	bucket := func(i int) int {
+		if r := groups[i].ratio; r > 0 {
+			return min(wholePodClasses-2, int(float64(wholePodClasses-1)*math.Log(r/lo)/math.Log(hi/lo)))
 		}
-		if hi <= lo {
-			return 1
-		}
-		return 1 + min(wholePodClasses-1, int(float64(wholePodClasses)*math.Log(r/lo)/math.Log(hi/lo)))
+		return -1
 	}
-	floorOf := func(k int) float64 {
-		if k == 0 {
-			return 0
-		}
-		return lo * math.Pow(hi/lo, float64(k-1)/wholePodClasses)
+	for i := range groups {
+		cut[i] = i == 0 || len(groups) <= wholePodClasses || bucket(i) != bucket(i-1)
 	}
-	demand := map[int]float64{}
-	for _, g := range groups {
-		demand[classOf(g.ratio)] += g.cpu
-	}
-	keys := make([]int, 0, len(demand))
-	for k := range demand {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	m := len(keys)
-	rho := make([]float64, m)
-	for j, k := range keys {
-		rho[j] = floorOf(k)
-	}
-
-	// Columns (one LP constraint each in the dual): cpu of each class one node holds.
-	type column struct {
-		price  float64
-		a, b   int // classes; b < 0 for one class alone
-		qa, qb float64
-	}
-	var cols []column
-	for _, t := range types {
-		c, mem := float64(t.Allocatable[catalog.CPU]), float64(t.Allocatable[catalog.Memory])
-		r := mem / c
-		for a := range m {
-			q := c
-			if rho[a] > 0 {
-				q = min(c, mem/rho[a])
+	var best []typePrices
+	bestValue := -1.0
+	setBy := make([]int, len(groups)) // the type that sets v_g at the last prices
+	for round := 0; ; round++ {
+		var classes []ratioGroup
+		for i, g := range groups {
+			if cut[i] {
+				classes = append(classes, ratioGroup{})
 			}
-			cols = append(cols, column{price: t.Price, a: a, b: -1, qa: q})
-			if rho[a] >= r {
-				continue
-			}
-			for b := a + 1; b < m; b++ {
-				if rho[b] <= r {
-					continue
+			c := &classes[len(classes)-1]
+			c.cpu += g.cpu
+			c.ratio += g.cpu * g.ratio // divided by cpu below: the mean
+		}
+		for k := range classes {
+			classes[k].ratio /= classes[k].cpu
+		}
+		prices, optimum, err := solveClasses(types, classes)
+		if err != nil {
+			return nil, err
+		}
+		value := 0.0
+		for i, g := range groups {
+			v, at := worth(prices, g.ratio)
+			value += g.cpu * v
+			// Keep the previous group's type where it is worth as much up to round-off: types
+			// with equal prices would otherwise take turns and cut every class.
+			if i > 0 {
+				if prev := prices[setBy[i-1]]; prev.cpu+g.ratio*prev.mem <= v*(1+1e-12) {
+					at = setBy[i-1]
 				}
-				qb := (mem - c*rho[a]) / (rho[b] - rho[a])
-				cols = append(cols, column{price: t.Price, a: a, b: b, qa: c - qb, qb: qb})
+			}
+			setBy[i] = at
+		}
+		if value > bestValue {
+			best, bestValue = prices, value
+		}
+		split := false
+		for i := 1; i < len(groups); i++ {
+			if !cut[i] && setBy[i] != setBy[i-1] {
+				cut[i], split = true, true
 			}
 		}
-	}
-
-	// Dual: maximize Σ demand_k·u_k s.t. Σ_k q_{col,k}·u_k ≤ price_col, u ≥ 0, scaled like
-	// solveLP (u'_k = u_k·demand_k, rows divided by their price).
-	d := newDictionary(len(cols), m)
-	for j := range m {
-		d.c[j] = 1
-	}
-	for i, col := range cols {
-		scale := 1.0
-		if col.price > 0 {
-			scale = 1 / col.price
-			d.b[i] = 1
-		}
-		d.a[i*m+col.a] = col.qa / demand[keys[col.a]] * scale
-		if col.b >= 0 {
-			d.a[i*m+col.b] = col.qb / demand[keys[col.b]] * scale
+		if value >= optimum*(1-1e-9) || !split || round == wholePodRefinements {
+			return best, nil
 		}
 	}
-	switch d.solve(50*(len(cols)+m) + 1000) {
-	case lpUnbounded:
-		return 0, fmt.Errorf("whole-pod bound: the LP is unbounded (numerical trouble)")
-	case lpIterationLimit:
-		return 0, fmt.Errorf("whole-pod bound: simplex did not converge after %d pivots", d.pivots)
-	}
-	return d.z, nil
 }
 
-// wholePodClasses is the number of ratio classes of WholePods: rounding takes from each pod at
-// most a factor (highest ratio / lowest ratio)^(1/96) of its memory (1.7 % for a 5× range),
-// and the LP has about types × classes²/4 constraints.
-const wholePodClasses = 96
+// typePrices are one type's dual prices: $ per millicore and per byte.
+type typePrices struct {
+	cpu, mem float64
+}
 
-// paretoTypes are the types with cpu, memory and a price that no other type beats on both price
-// per millicore and price per byte (the first of equal ones).
-func paretoTypes(all []Type) []*Type {
+// solveClasses solves the dual of the WholePods LP on ratio classes,
+//
+//	maximize Σ_k d_k·u_k  s.t.  u_k ≤ α_T + ρ_k·β_T  and  cpu_T·α_T + mem_T·β_T ≤ p_T,
+//
+// and returns α and β per type, made exactly feasible, and the optimum in $/h. Variables are
+// scaled so that every coefficient is near 1: u_k in units of the cheapest price per millicore
+// π_0, α_T and β_T as the shares of p_T they charge for cpu and memory.
+//
+// This compact form has types × (classes + 1) constraints. The equivalent form with one
+// constraint per way of filling a node (each class alone, and every pair of classes on either
+// side of the type's ratio, ~types × classes²/4) is far more degenerate — at the optimum all
+// fillings of a type are tight at once — and stalled the simplex for minutes.
+func solveClasses(types []*Type, classes []ratioGroup) ([]typePrices, float64, error) {
+	nt, m := len(types), len(classes)
+	total := 0.0
+	for _, c := range classes {
+		total += c.cpu
+	}
+	perCPU := func(t *Type) float64 { return t.Price / float64(t.Allocatable[catalog.CPU]) }
+	ratioOf := func(t *Type) float64 {
+		return float64(t.Allocatable[catalog.Memory]) / float64(t.Allocatable[catalog.CPU])
+	}
+	pi0 := perCPU(types[0]) // the front is sorted by price per millicore
+
+	d := newDictionary(nt*(m+1), m+2*nt)
+	for k, c := range classes {
+		d.c[k] = c.cpu / total
+	}
+	cols := d.m
+	for t, ty := range types {
+		for k, c := range classes {
+			i := t*m + k
+			row := d.a[i*cols : (i+1)*cols]
+			row[k] = pi0 / perCPU(ty)
+			row[m+t] = -1
+			row[m+nt+t] = -c.ratio / ratioOf(ty)
+		}
+		i := nt*m + t
+		d.a[i*cols+m+t] = 1
+		d.a[i*cols+m+nt+t] = 1
+		d.b[i] = 1
+	}
+	switch d.solve(50*(d.n+d.m) + 1000) {
+	case lpUnbounded:
+		return nil, 0, fmt.Errorf("whole-pod bound: the LP is unbounded (numerical trouble)")
+	case lpIterationLimit:
+		return nil, 0, fmt.Errorf("whole-pod bound: simplex did not converge after %d pivots", d.pivots)
+	}
+	y := d.primal()
+	out := make([]typePrices, nt)
+	for t, ty := range types {
+		a, b := max(y[m+t], 0), max(y[m+nt+t], 0)
+		if s := a + b; s > 1 { // round-off: charge no more than the price
+			a, b = a/s, b/s
+		}
+		out[t] = typePrices{cpu: a * perCPU(ty), mem: b * ty.Price / float64(ty.Allocatable[catalog.Memory])}
+	}
+	return out, d.z * pi0 * total, nil
+}
+
+// paretoTypes are the types with cpu and memory that fit one of the pods, and whose price no
+// other such type beats on both price per millicore and price per byte (the first of equal
+// ones), by price per millicore.
+func paretoTypes(all []Type, smallest []catalog.Resources) []*Type {
 	var cand []*Type
 	for i := range all {
 		t := &all[i]
-		if t.Allocatable[catalog.CPU] > 0 && t.Allocatable[catalog.Memory] > 0 {
+		if t.Allocatable[catalog.CPU] > 0 && t.Allocatable[catalog.Memory] > 0 && fitsOne(t, smallest) {
 			cand = append(cand, t)
 		}
 	}
@@ -185,9 +271,56 @@ func paretoTypes(all []Type) []*Type {
 	return front
 }
 
+// memlessPrice is the cheapest price per millicore of the types with cpu but no memory to give
+// that fit one of the pods, +Inf if none: they hold pods without memory, which the front's
+// prices do not account for.
+func memlessPrice(all []Type, smallest []catalog.Resources) float64 {
+	best := math.Inf(1)
+	for i := range all {
+		if t := &all[i]; t.Allocatable[catalog.CPU] > 0 && t.Allocatable[catalog.Memory] <= 0 && fitsOne(t, smallest) {
+			best = min(best, t.Price/float64(t.Allocatable[catalog.CPU]))
+		}
+	}
+	return best
+}
+
 func fitsSome(req *catalog.Resources, types []Type) bool {
 	for i := range types {
-		if req[catalog.CPU] <= types[i].Allocatable[catalog.CPU] && req[catalog.Memory] <= types[i].Allocatable[catalog.Memory] {
+		if fitsCPUMemory(req, &types[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// fitsCPUMemory reports whether the request fits the type in cpu and memory, the resources
+// WholePods looks at.
+func fitsCPUMemory(req *catalog.Resources, t *Type) bool {
+	return req[catalog.CPU] <= t.Allocatable[catalog.CPU] && req[catalog.Memory] <= t.Allocatable[catalog.Memory]
+}
+
+// smallestRequests are the pod requests no other one is below in both cpu and memory: a type
+// fits one of the pods if and only if it fits one of these.
+func smallestRequests(reqs []catalog.Resources) []catalog.Resources {
+	sorted := slices.Clone(reqs)
+	slices.SortFunc(sorted, func(a, b catalog.Resources) int {
+		if c := cmp.Compare(a[catalog.CPU], b[catalog.CPU]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a[catalog.Memory], b[catalog.Memory])
+	})
+	var out []catalog.Resources
+	for _, r := range sorted {
+		if len(out) == 0 || r[catalog.Memory] < out[len(out)-1][catalog.Memory] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func fitsOne(t *Type, reqs []catalog.Resources) bool {
+	for i := range reqs {
+		if fitsCPUMemory(&reqs[i], t) {
 			return true
 		}
 	}

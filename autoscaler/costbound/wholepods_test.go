@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/karpool/karpool/autoscaler/catalog"
 )
 
 func mustWholePods(t *testing.T, p Problem) float64 {
@@ -63,11 +65,12 @@ func TestWholePodsPairsComplementaryPods(t *testing.T) {
 
 // TestWholePodsBetweenLPAndPackings: on random problems the bound is no more than a feasible
 // packing (every pod alone on the cheapest type it fits) and no more than the sum of every
-// pod's fluid cost on its best type (which mixing pods can only beat); and it is not far below
-// the resource LP (only the ratio rounding can put it below).
+// pod's fluid cost on its best type (which mixing pods can only beat); and it is not below the
+// resource LP. Problems of up to 8 pod groups get the exact LP; those of 100 to 300 groups have
+// more distinct ratios than the LP has classes.
 func TestWholePodsBetweenLPAndPackings(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 2))
-	for trial := 0; trial < 300; trial++ {
+	for trial := 0; trial < 400; trial++ {
 		var types []Type
 		for i := 0; i < 1+rng.IntN(5); i++ {
 			c := int64(1000 * (1 + rng.IntN(16)))
@@ -77,8 +80,12 @@ func TestWholePodsBetweenLPAndPackings(t *testing.T) {
 				Allocatable: res(cpu, c, mem, c*int64(1+rng.IntN(8))*Gi/1000, pods, 1000),
 			})
 		}
+		n := 1 + rng.IntN(8)
+		if trial >= 300 {
+			n = 100 + rng.IntN(200)
+		}
 		var groups []PodGroup
-		for i := 0; i < 1+rng.IntN(8); i++ {
+		for i := 0; i < n; i++ {
 			groups = append(groups, PodGroup{Requests: res(cpu, int64(100+rng.IntN(900)), mem, int64(64+rng.IntN(4000))*Mi), Count: 1 + rng.IntN(30)})
 		}
 		p := Problem{Types: types, Pods: groups}
@@ -118,9 +125,19 @@ func TestWholePodsBetweenLPAndPackings(t *testing.T) {
 		if err != nil {
 			t.Fatalf("trial %d: %v\n%+v", trial, err, p)
 		}
-		if lp := r.LP; v < lp*0.95 {
-			t.Fatalf("trial %d: whole-pod bound %v far below the resource LP %v", trial, v, lp)
+		if lp := r.LP; v < lp*(1-1e-9) {
+			t.Fatalf("trial %d: whole-pod bound %v below the resource LP %v", trial, v, lp)
 		}
+	}
+}
+
+func TestWholePodsMemorylessType(t *testing.T) {
+	// A type without memory to give still holds pods that request none: 4 × 500m fill two
+	// "bare" nodes ($1), below what the front's lean type charges for them ($2).
+	bare := Type{Name: "bare", Price: 0.5, Allocatable: res(cpu, 1000, pods, 100)}
+	p := Problem{Types: []Type{lean, bare}, Pods: []PodGroup{{Requests: res(cpu, 500), Count: 4}}}
+	if v := mustWholePods(t, p); !near(v, 1) {
+		t.Errorf("whole pods %v, want 1", v)
 	}
 }
 
@@ -169,4 +186,40 @@ func firstFitDecreasing(groups []PodGroup, ty Type) float64 {
 		}
 	}
 	return float64(len(nodes)) * ty.Price
+}
+
+// TestWholePodsReachesTheGroupsOptimum: with more ratios than classes, the classes and their
+// refinement end at the optimum of the LP over the groups themselves.
+func TestWholePodsReachesTheGroupsOptimum(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 1))
+	for trial := 0; trial < 30; trial++ {
+		var types []Type
+		for i := 0; i < 2+rng.IntN(6); i++ {
+			c := int64(1000 * (1 + rng.IntN(16)))
+			types = append(types, Type{Name: "t", Price: 0.01 + rng.Float64(), Allocatable: res(cpu, c, mem, c*int64(1+rng.IntN(8))*Gi/1000)})
+		}
+		p := Problem{Types: types}
+		var reqs []catalog.Resources
+		cpuAt := map[float64]float64{}
+		for range 50 + rng.IntN(100) {
+			g := PodGroup{Requests: res(cpu, int64(100+rng.IntN(900)), mem, int64(64+rng.IntN(4000))*Mi), Count: 1 + rng.IntN(30)}
+			if fitsSome(&g.Requests, types) {
+				p.Pods = append(p.Pods, g)
+				reqs = append(reqs, g.Requests)
+				cpuAt[float64(g.Requests[mem])/float64(g.Requests[cpu])] += float64(g.Requests[cpu]) * float64(g.Count)
+			}
+		}
+		var groups []ratioGroup
+		for r, c := range cpuAt {
+			groups = append(groups, ratioGroup{cpu: c, ratio: r})
+		}
+		front := paretoTypes(types, smallestRequests(reqs))
+		_, want, err := solveClasses(front, groups)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := mustWholePods(t, p); math.Abs(v-want) > 1e-9*want {
+			t.Errorf("trial %d: whole-pod bound %v, the groups' LP %v", trial, v, want)
+		}
+	}
 }

@@ -48,7 +48,19 @@ func TestDebugOne(t *testing.T) {
 			continue
 		}
 		seen[app] = true
-		t.Logf("deploy %s labels=%v req=%v sel=%v aff=%+v tol=%v tsc=%+v", app, p.Labels, p.Spec.Containers[0].Resources.Requests, p.Spec.NodeSelector, p.Spec.Affinity, p.Spec.Tolerations, p.Spec.TopologySpreadConstraints)
+		t.Logf("deploy %s labels=%v req=%v sel=%v aff=%+v tol=%v tsc=%+v ports=%v init=%v podres=%v vols=%d", app, p.Labels, p.Spec.Containers[0].Resources.Requests, p.Spec.NodeSelector, p.Spec.Affinity, p.Spec.Tolerations, p.Spec.TopologySpreadConstraints, p.Spec.Containers[0].Ports, p.Spec.InitContainers, p.Spec.Resources, len(p.Spec.Volumes))
+	}
+	for _, ds := range in.DaemonSets {
+		t.Logf("daemonset %s ports=%v podres=%v", ds.Name, ds.Spec.Template.Spec.Containers[0].Ports, ds.Spec.Template.Spec.Resources)
+	}
+	for _, c := range in.PersistentVolumeClaims {
+		t.Logf("claim %s/%s volume=%q class=%v", c.Namespace, c.Name, c.Spec.VolumeName, ptrString(c.Spec.StorageClassName))
+	}
+	for _, v := range in.PersistentVolumes {
+		t.Logf("volume %s affinity=%v", v.Name, v.Spec.NodeAffinity)
+	}
+	for _, sc := range in.StorageClasses {
+		t.Logf("storage class %s allowed=%v", sc.Name, sc.AllowedTopologies)
 	}
 	res := scheduling.Solve(in)
 	for _, b := range res.Bindings {
@@ -56,6 +68,10 @@ func TestDebugOne(t *testing.T) {
 	}
 	for _, nc := range res.NodeClaims {
 		it, o := nc.Cheapest()
+		if it == nil { // a broken plan: the checker says so below
+			t.Logf("claim %s without instance types, pods %d", nc.Name, len(nc.Pods))
+			continue
+		}
 		t.Logf("claim %s %s %s/%s zones=%v types=%d", nc.Name, it.Name, o.Zone, o.CapacityType, nc.Zones, len(nc.InstanceTypes))
 	}
 	for _, u := range res.Unschedulable {
@@ -64,4 +80,11 @@ func TestDebugOne(t *testing.T) {
 	if err := checker.Check(in, res); err != nil {
 		t.Log(err)
 	}
+}
+
+func ptrString(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
 }

@@ -937,7 +937,10 @@ func (s *solver) narrowBin(c *class, v *variant, b *bin, z int32, k int) {
 	}
 	if c.portConf != nil && p.dsPorts {
 		// Types whose daemonsets take one of the pods' host ports cannot hold them.
-		b.types, b.allTypes = s.withoutPortClashes(c, p, b.types), false
+		if b.allTypes {
+			b.types, b.allTypes = p.all.clone(), false // p.all is shared
+		}
+		b.types = s.withoutPortClashes(c, p, b.types)
 	}
 	if cp.custom != nil {
 		if b.custom == nil {

@@ -9,8 +9,8 @@ import (
 
 // TestRandomWorkloadsPassTheChecker solves random inputs (pools with requirements, taints, limits
 // and minValues; daemonsets; existing nodes; deployments with node affinity, tolerations,
-// topology spread, pod affinity and anti-affinity, preferences) and has the independent checker
-// verify every result.
+// topology spread, pod affinity and anti-affinity, preferences, host ports, zonal volumes and
+// pod-level requests) and has the independent checker verify every result.
 func TestRandomWorkloadsPassTheChecker(t *testing.T) {
 	n := 500
 	if testing.Short() {

@@ -2,11 +2,13 @@ package scheduling_test
 
 import (
 	"fmt"
+	"hash/fnv"
 	"math/rand"
 	"sort"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -321,5 +323,234 @@ func randomInput(seed int64) *scheduling.Input {
 		Nodes:      randomNodes(r, pools, types),
 	}
 	in.Pods = randomDeployments(r, pools)
+	addHostPorts(featureRand(seed, "host ports"), in)
+	addVolumes(featureRand(seed, "volumes"), in)
+	addPodLevelRequests(featureRand(seed, "pod-level requests"), in)
 	return in
+}
+
+// featureRand is the random source of a feature added to randomInput after the first ones: each
+// has its own, seeded from the seed and the feature's name, so that every seed keeps the
+// workload it had before the feature came (with the feature on top), and a feature left out
+// while hunting a failure changes nothing else.
+func featureRand(seed int64, feature string) *rand.Rand {
+	h := fnv.New64a()
+	h.Write([]byte(feature))
+	return rand.New(rand.NewSource(seed ^ int64(h.Sum64())))
+}
+
+// deployments splits the pending pods into their Deployments (consecutive pods with the same
+// app label).
+func deployments(pods []*corev1.Pod) [][]*corev1.Pod {
+	var out [][]*corev1.Pod
+	for i, p := range pods {
+		if i == 0 || p.Labels["app"] != pods[i-1].Labels["app"] {
+			out = append(out, nil)
+		}
+		out[len(out)-1] = append(out[len(out)-1], p)
+	}
+	return out
+}
+
+// randomHostPort draws a host port: few ports so that pods and daemonsets share some, mostly
+// TCP, mostly on every address, sometimes on one of two IPs or an explicit wildcard.
+func randomHostPort(x *rand.Rand) corev1.ContainerPort {
+	port := int32([]int{8080, 8081, 9100}[x.Intn(3)])
+	cp := corev1.ContainerPort{ContainerPort: port, HostPort: port}
+	if x.Intn(5) == 0 {
+		cp.Protocol = corev1.ProtocolUDP
+	}
+	switch x.Intn(8) {
+	case 0, 1:
+		cp.HostIP = []string{"10.0.0.1", "10.0.0.2"}[x.Intn(2)]
+	case 2:
+		cp.HostIP = "0.0.0.0"
+	}
+	return cp
+}
+
+// addHostPorts gives some Deployments, daemonsets and bound pods host ports; a Deployment's
+// port is sometimes on a sidecar (restartable init container) instead of its container.
+func addHostPorts(x *rand.Rand, in *scheduling.Input) {
+	for _, d := range deployments(in.Pods) {
+		if x.Intn(4) != 0 {
+			continue
+		}
+		ports := []corev1.ContainerPort{randomHostPort(x)}
+		if x.Intn(4) == 0 {
+			ports = append(ports, randomHostPort(x))
+		}
+		sidecar := x.Intn(6) == 0
+		for _, p := range d {
+			if sidecar {
+				p.Spec.InitContainers = append(p.Spec.InitContainers, corev1.Container{Name: "proxy", RestartPolicy: ptr(corev1.ContainerRestartPolicyAlways), Ports: ports})
+			} else {
+				p.Spec.Containers[0].Ports = append(p.Spec.Containers[0].Ports, ports...)
+			}
+		}
+	}
+	for _, ds := range in.DaemonSets {
+		if x.Intn(3) == 0 {
+			ds.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{randomHostPort(x)}
+		}
+	}
+	for _, n := range in.Nodes {
+		for _, p := range n.Pods {
+			if x.Intn(5) == 0 {
+				p.Spec.Containers[0].Ports = []corev1.ContainerPort{randomHostPort(x)}
+			}
+		}
+	}
+}
+
+// addVolumes gives some Deployments volumes: per-replica claims (as a StatefulSet's) or one
+// shared claim, bound to volumes with zone node affinity (on the stable key or the EBS CSI
+// driver's alias, one or two zones, or none), or unbound claims of WaitForFirstConsumer classes
+// with allowed topologies (or none), sometimes through generic ephemeral volumes; now and then
+// a claim, volume or class is missing. Existing nodes carry the label aliases a real node has.
+func addVolumes(x *rand.Rand, in *scheduling.Input) {
+	for _, n := range in.Nodes {
+		karpv1.WithLabelAliases(n.Node.Labels)
+	}
+	wffc := storagev1.VolumeBindingWaitForFirstConsumer
+	for i := 0; i < 3; i++ {
+		sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("class-%d", i)}, Provisioner: "ebs.csi.aws.com", VolumeBindingMode: &wffc}
+		if i > 0 { // class-0 allows every zone
+			zones := randomZones(x)
+			sc.AllowedTopologies = []corev1.TopologySelectorTerm{{MatchLabelExpressions: []corev1.TopologySelectorLabelRequirement{{Key: corev1.LabelTopologyZone, Values: zones}}}}
+			if x.Intn(3) == 0 { // a second term (OR) on the EBS CSI key
+				sc.AllowedTopologies = append(sc.AllowedTopologies, corev1.TopologySelectorTerm{MatchLabelExpressions: []corev1.TopologySelectorLabelRequirement{{Key: "topology.ebs.csi.aws.com/zone", Values: randomZones(x)}}})
+			}
+		}
+		in.StorageClasses = append(in.StorageClasses, sc)
+	}
+	for _, d := range deployments(in.Pods) {
+		kind := x.Intn(10)
+		if kind >= 5 {
+			continue
+		}
+		bound := kind < 3
+		shared := x.Intn(3) == 0
+		ephemeral := !bound && x.Intn(3) == 0
+		zones := randomZones(x)
+		// Now and then one replica's claim is missing, or its bound volume or its class.
+		broken, missing := -1, x.Intn(3)
+		if x.Intn(12) == 0 {
+			broken = x.Intn(len(d))
+		}
+		for i, p := range d {
+			claim := "data-" + p.Name
+			if shared {
+				claim = "data-" + p.Labels["app"]
+			}
+			vol := corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}
+			if ephemeral {
+				claim = p.Name + "-data" // the claim the ephemeral volume controller makes
+				vol.VolumeSource = corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}
+			}
+			p.Spec.Volumes = append(p.Spec.Volumes, vol)
+			if shared && !ephemeral && i > 0 {
+				continue
+			}
+			if i == broken && missing == 0 {
+				continue
+			}
+			pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: p.Namespace}}
+			in.PersistentVolumeClaims = append(in.PersistentVolumeClaims, pvc)
+			if bound {
+				pvc.Spec.VolumeName = "pv-" + claim
+				if i != broken || missing != 1 {
+					in.PersistentVolumes = append(in.PersistentVolumes, randomVolume(x, pvc.Spec.VolumeName, zones))
+				}
+				continue
+			}
+			class := fmt.Sprintf("class-%d", x.Intn(3))
+			if i == broken && missing == 2 {
+				class = "missing"
+			}
+			pvc.Spec.StorageClassName = &class
+		}
+	}
+}
+
+// randomZones draws one zone, sometimes two.
+func randomZones(x *rand.Rand) []string {
+	z := x.Intn(len(testZones))
+	if x.Intn(4) == 0 {
+		return []string{testZones[z], testZones[(z+1)%len(testZones)]}
+	}
+	return []string{testZones[z]}
+}
+
+// randomVolume is a volume in zones (usually a Deployment's, sometimes its own) on the stable
+// zone key or the EBS CSI driver's, or one without node affinity (as a network file system).
+func randomVolume(x *rand.Rand, name string, zones []string) *corev1.PersistentVolume {
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if x.Intn(8) == 0 {
+		return pv
+	}
+	if x.Intn(3) == 0 {
+		zones = randomZones(x)
+	}
+	key := corev1.LabelTopologyZone
+	if x.Intn(4) == 0 {
+		key = "topology.ebs.csi.aws.com/zone"
+	}
+	pv.Spec.NodeAffinity = &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+		MatchExpressions: []corev1.NodeSelectorRequirement{{Key: key, Operator: corev1.NodeSelectorOpIn, Values: zones}},
+	}}}}
+	return pv
+}
+
+// addPodLevelRequests gives some Deployments and daemonsets pod-level resources (spec.resources):
+// requests at or above the containers' sum, or only limits, which the requests default to.
+func addPodLevelRequests(x *rand.Rand, in *scheduling.Input) {
+	for _, d := range deployments(in.Pods) {
+		if x.Intn(6) == 0 {
+			rr := podLevel(x, &d[0].Spec)
+			for _, p := range d[1:] {
+				p.Spec.Resources = rr.DeepCopy()
+			}
+		}
+	}
+	for _, ds := range in.DaemonSets {
+		if x.Intn(5) == 0 {
+			podLevel(x, &ds.Spec.Template.Spec)
+		}
+	}
+}
+
+// podLevel sets random pod-level resources on spec and returns them: for cpu and memory, each
+// at times, the containers' sum plus 0, 50, 100 or 150 %, as a request or as a limit.
+func podLevel(x *rand.Rand, spec *corev1.PodSpec) *corev1.ResourceRequirements {
+	rr := &corev1.ResourceRequirements{}
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if x.Intn(3) == 0 {
+			continue // left to the containers
+		}
+		sum := resource.Quantity{}
+		for _, c := range spec.Containers {
+			sum.Add(c.Resources.Requests[name])
+		}
+		extra := int64(x.Intn(4))
+		v := *resource.NewQuantity(sum.Value()*(2+extra)/2, resource.BinarySI)
+		if name == corev1.ResourceCPU {
+			v = *resource.NewMilliQuantity(sum.MilliValue()*(2+extra)/2, resource.DecimalSI)
+		}
+		if x.Intn(3) == 0 {
+			rr.Limits = setQuantity(rr.Limits, name, v)
+		} else {
+			rr.Requests = setQuantity(rr.Requests, name, v)
+		}
+	}
+	spec.Resources = rr
+	return rr
+}
+
+func setQuantity(l corev1.ResourceList, name corev1.ResourceName, q resource.Quantity) corev1.ResourceList {
+	if l == nil {
+		l = corev1.ResourceList{}
+	}
+	l[name] = q
+	return l
 }

@@ -2,6 +2,7 @@ package scheduling
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -117,7 +118,25 @@ func (s *solver) claimTerms(ns, name string) ([][]req, string) {
 			terms = append(terms, term)
 		}
 	}
-	return terms, ""
+	return mergeZoneTerms(terms), ""
+}
+
+// mergeZoneTerms joins terms that are each one `In` requirement on the same key (zones, written
+// with the stable or the EBS CSI key) into one: a NodeClaim may then list the zones of all of
+// them, as a single term listing them would allow, instead of trying each zone apart.
+func mergeZoneTerms(terms [][]req) [][]req {
+	if len(terms) < 2 {
+		return terms
+	}
+	var vals []string
+	for _, t := range terms {
+		if len(t) != 1 || t[0].op != corev1.NodeSelectorOpIn || t[0].key != terms[0][0].key {
+			return terms
+		}
+		vals = append(vals, t[0].values...)
+	}
+	slices.Sort(vals)
+	return [][]req{{newReq(terms[0][0].key, corev1.NodeSelectorOpIn, slices.Compact(vals))}}
 }
 
 // volumeAffinityTerms are a volume's node affinity terms. The hostname of a local or hostPath
@@ -138,7 +157,7 @@ func volumeAffinityTerms(pv *corev1.PersistentVolume) [][]req {
 		}
 		terms = append(terms, term)
 	}
-	return terms
+	return mergeZoneTerms(terms)
 }
 
 // withVolumeTerms combines each of a pod's node terms with each volume alternative.

@@ -15,6 +15,7 @@ import (
 	yamlv3 "go.yaml.in/yaml/v3"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -23,6 +24,7 @@ import (
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
+	"github.com/karpool/karpool/autoscaler/scheduling"
 	"github.com/karpool/karpool/schema"
 )
 
@@ -215,6 +217,33 @@ func loadPools(path string) (*poolSet, []string, error) {
 type workloadFile struct {
 	pods       []*corev1.Pod
 	daemonSets []*appsv1.DaemonSet
+	// claims, volumes and classes give the pods' volumes their topology: a claim bound to a
+	// volume with node affinity confines its pods to it, an unbound claim to its class's
+	// allowed topologies.
+	claims  []*corev1.PersistentVolumeClaim
+	volumes []*corev1.PersistentVolume
+	classes []*storagev1.StorageClass
+	// defined is where each claim, volume and class is defined, by kind/namespace/name.
+	defined map[string]string
+}
+
+// addTo adds the workload to a scheduling input.
+func (w *workloadFile) addTo(in *scheduling.Input) {
+	in.Pods = append(in.Pods, w.pods...)
+	in.DaemonSets = append(in.DaemonSets, w.daemonSets...)
+	in.PersistentVolumeClaims = append(in.PersistentVolumeClaims, w.claims...)
+	in.PersistentVolumes = append(in.PersistentVolumes, w.volumes...)
+	in.StorageClasses = append(in.StorageClasses, w.classes...)
+}
+
+// define records where a claim, volume or class is defined; a second definition is an error.
+func (w *workloadFile) define(d *doc, namespace string) error {
+	key := d.meta.Kind + "/" + namespace + "/" + d.name
+	if prev, dup := w.defined[key]; dup {
+		return fmt.Errorf("%s: %s %q is also defined at %s: remove one of them", d.where(), d.meta.Kind, d.name, prev)
+	}
+	w.defined[key] = d.where()
+	return nil
 }
 
 func loadWorkload(path string) (*workloadFile, []string, error) {
@@ -230,9 +259,10 @@ func loadWorkload(path string) (*workloadFile, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	w := &workloadFile{}
+	w := &workloadFile{defined: map[string]string{}}
 	var warnings []string
 	var invalid []error
+	var statefulSets []*statefulSetClaims
 	for i := range docs {
 		d := &docs[i]
 		if err := checkResources(d); err != nil {
@@ -255,6 +285,7 @@ func loadWorkload(path string) (*workloadFile, []string, error) {
 			var replicas *int32
 			var tmpl corev1.PodTemplateSpec
 			var meta metav1.ObjectMeta
+			var sts *statefulSetClaims
 			switch d.meta.Kind {
 			case "Deployment":
 				o := &appsv1.Deployment{}
@@ -274,6 +305,13 @@ func loadWorkload(path string) (*workloadFile, []string, error) {
 					return nil, nil, fmt.Errorf("%s: StatefulSet %q: %w", d.where(), d.name, err)
 				}
 				replicas, tmpl, meta = o.Spec.Replicas, o.Spec.Template, o.ObjectMeta
+				if len(o.Spec.VolumeClaimTemplates) > 0 {
+					sts = &statefulSetClaims{d: d}
+					statefulSets = append(statefulSets, sts)
+				}
+				for _, ct := range o.Spec.VolumeClaimTemplates {
+					sts.templates = append(sts.templates, ct.Name)
+				}
 			}
 			n := int32(1)
 			if replicas != nil {
@@ -284,6 +322,9 @@ func loadWorkload(path string) (*workloadFile, []string, error) {
 				p := &corev1.Pod{ObjectMeta: *tmpl.ObjectMeta.DeepCopy(), Spec: *tmpl.Spec.DeepCopy()}
 				p.Name = fmt.Sprintf("%s-%d", meta.Name, i)
 				p.Namespace = meta.Namespace
+				if sts != nil {
+					sts.addClaims(p)
+				}
 				w.pods = append(w.pods, p)
 			}
 		case "DaemonSet":
@@ -293,14 +334,118 @@ func loadWorkload(path string) (*workloadFile, []string, error) {
 			}
 			defaultNamespace(&o.ObjectMeta)
 			w.daemonSets = append(w.daemonSets, o)
+		case "PersistentVolumeClaim":
+			o := &corev1.PersistentVolumeClaim{}
+			if err := yaml.Unmarshal(d.raw, o); err != nil {
+				return nil, nil, fmt.Errorf("%s: PersistentVolumeClaim %q: %w", d.where(), d.name, err)
+			}
+			defaultNamespace(&o.ObjectMeta)
+			if err := w.define(d, o.Namespace); err != nil {
+				return nil, nil, err
+			}
+			w.claims = append(w.claims, o)
+		case "PersistentVolume":
+			o := &corev1.PersistentVolume{}
+			if err := yaml.Unmarshal(d.raw, o); err != nil {
+				return nil, nil, fmt.Errorf("%s: PersistentVolume %q: %w", d.where(), d.name, err)
+			}
+			if err := w.define(d, ""); err != nil {
+				return nil, nil, err
+			}
+			w.volumes = append(w.volumes, o)
+		case "StorageClass":
+			o := &storagev1.StorageClass{}
+			if err := yaml.Unmarshal(d.raw, o); err != nil {
+				return nil, nil, fmt.Errorf("%s: StorageClass %q: %w", d.where(), d.name, err)
+			}
+			if err := w.define(d, ""); err != nil {
+				return nil, nil, err
+			}
+			w.classes = append(w.classes, o)
 		default:
-			warnings = append(warnings, fmt.Sprintf("%s: %s %q ignored (simulate reads Pods, Deployments, ReplicaSets, StatefulSets and DaemonSets)", d.where(), d.meta.Kind, d.name))
+			warnings = append(warnings, fmt.Sprintf("%s: %s %q ignored (simulate reads Pods, Deployments, ReplicaSets, StatefulSets, DaemonSets, PersistentVolumeClaims, PersistentVolumes and StorageClasses)", d.where(), d.meta.Kind, d.name))
 		}
 	}
 	if len(invalid) > 0 {
 		return nil, nil, errors.Join(invalid...)
 	}
+	for _, s := range statefulSets {
+		warnings = append(warnings, w.missingClaims(s)...)
+	}
+	w.addEphemeralClaims()
 	return w, warnings, nil
+}
+
+// addEphemeralClaims adds the claims of the pods' generic ephemeral volumes that the workload
+// does not define, as the ephemeral volume controller creates them before the pod is scheduled:
+// <pod>-<volume>, unbound, with the volume's claim template.
+func (w *workloadFile) addEphemeralClaims() {
+	for _, p := range w.pods {
+		for _, v := range p.Spec.Volumes {
+			e := v.Ephemeral
+			if e == nil || e.VolumeClaimTemplate == nil {
+				continue
+			}
+			name := p.Name + "-" + v.Name
+			if _, ok := w.defined["PersistentVolumeClaim/"+p.Namespace+"/"+name]; ok {
+				continue
+			}
+			w.claims = append(w.claims, &corev1.PersistentVolumeClaim{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.Namespace},
+				Spec:       *e.VolumeClaimTemplate.Spec.DeepCopy(),
+			})
+		}
+	}
+}
+
+// statefulSetClaims are the replicas of a StatefulSet with volumeClaimTemplates.
+type statefulSetClaims struct {
+	d         *doc
+	templates []string // the volumeClaimTemplates' names
+	pods      []*corev1.Pod
+}
+
+// addClaims gives a replica its claims as the StatefulSet controller does: for each template,
+// a volume of the template's name (replacing a pod template volume of that name) on the claim
+// <template>-<pod>, where the pod is <statefulset>-<ordinal>.
+func (s *statefulSetClaims) addClaims(p *corev1.Pod) {
+	for _, t := range s.templates {
+		v := corev1.Volume{Name: t, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: t + "-" + p.Name}}}
+		replaced := false
+		for i := range p.Spec.Volumes {
+			if p.Spec.Volumes[i].Name == t {
+				p.Spec.Volumes[i], replaced = v, true
+			}
+		}
+		if !replaced {
+			p.Spec.Volumes = append(p.Spec.Volumes, v)
+		}
+	}
+	s.pods = append(s.pods, p)
+}
+
+// missingClaims warns about the per-replica claims of a StatefulSet that the workload does not
+// define. The StatefulSet controller would create them; simulate does not invent them, since
+// their volumes' zones decide where the replicas can run: the engine reports those replicas
+// unschedulable, and the warning says how to give the claims.
+func (w *workloadFile) missingClaims(s *statefulSetClaims) []string {
+	var missing []string
+	for _, p := range s.pods {
+		for _, t := range s.templates {
+			if _, ok := w.defined["PersistentVolumeClaim/"+p.Namespace+"/"+t+"-"+p.Name]; !ok {
+				missing = append(missing, t+"-"+p.Name)
+			}
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	list := strings.Join(missing, ", ")
+	if len(missing) > 3 {
+		list = fmt.Sprintf("%s and %d more", strings.Join(missing[:3], ", "), len(missing)-3)
+	}
+	return []string{fmt.Sprintf("%s: StatefulSet %q: the workload has no PersistentVolumeClaim %s (namespace %s), so those replicas are unschedulable: add the claims of its volumeClaimTemplates, bound to PersistentVolumes (volumeName) or with a storageClassName, to the workload file",
+		s.d.where(), s.d.name, list, s.pods[0].Namespace)}
 }
 
 func defaultNamespace(m *metav1.ObjectMeta) {

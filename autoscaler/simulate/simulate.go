@@ -28,7 +28,7 @@ import (
 const HoursPerMonth = 730
 
 // Profiles are the workloads --generate knows.
-var Profiles = []string{"karpenter-bench", "lognormal"}
+var Profiles = []string{"karpenter-bench", "lognormal", "smalldeploys"}
 
 // Options say what to simulate.
 type Options struct {
@@ -50,7 +50,11 @@ type Report struct {
 	Unschedulable     []Unschedulable `json:"unschedulable"`
 	TotalPerHour      float64         `json:"totalPerHour"`
 	LowerBoundPerHour float64         `json:"lowerBoundPerHour"`
-	SolveSeconds      float64         `json:"solveSeconds"`
+	// WholePodBoundPerHour is a second lower bound that keeps every pod whole on one node
+	// (costbound.WholePods): often tighter where pods' memory:cpu ratios differ from the
+	// types'. Both are bounds over exactly the types each pool may launch.
+	WholePodBoundPerHour float64 `json:"wholePodBoundPerHour"`
+	SolveSeconds         float64 `json:"solveSeconds"`
 
 	region   string
 	pods     int
@@ -85,7 +89,8 @@ type poolReport struct {
 	name               string
 	groups             []nodeGroup
 	nodes              int
-	perHour, bound     float64
+	perHour            float64
+	bound, wholePods   float64
 	boundErr           string
 	reqCPU, reqMem     int64 // pods
 	dsCPU, dsMem       int64 // daemonsets
@@ -140,8 +145,7 @@ func Run(opts Options) (*Report, error) {
 			return nil, err
 		}
 		warnings = append(warnings, ws...)
-		in.Pods = append(in.Pods, w.pods...)
-		in.DaemonSets = append(in.DaemonSets, w.daemonSets...)
+		w.addTo(in)
 	}
 	if opts.Generate != "" {
 		pods, err := Generate(opts.Generate)
@@ -163,8 +167,9 @@ func Run(opts Options) (*Report, error) {
 }
 
 // Generate makes the pods of a profile: "karpenter-bench:N" (Karpenter's scheduling benchmark
-// mix) or "lognormal:N" (Deployments with Zipf replica counts, lognormal cpu with median 250m,
-// memory about 3 GiB per vCPU).
+// mix), "lognormal:N" (Deployments with Zipf replica counts, lognormal cpu with median 250m,
+// memory about 3 GiB per vCPU) or "smalldeploys:N" (Deployments of 1 to 8 replicas, lognormal
+// cpu, each with its own memory:cpu ratio between 1 and 8 GiB per vCPU).
 func Generate(spec string) ([]*corev1.Pod, error) {
 	name, count, ok := strings.Cut(spec, ":")
 	n, err := strconv.Atoi(count)
@@ -176,6 +181,8 @@ func Generate(spec string) ([]*corev1.Pod, error) {
 		return workload.KarpenterMix(n), nil
 	case "lognormal":
 		return workload.Lognormal(n), nil
+	case "smalldeploys":
+		return workload.SmallDeployments(n), nil
 	}
 	return nil, fmt.Errorf("--generate %q: unknown profile %q (profiles: %s)", spec, name, strings.Join(Profiles, ", "))
 }
@@ -240,12 +247,13 @@ func build(in *scheduling.Input, res *scheduling.Result, region string) *Report 
 	for i := range in.Pools {
 		pr := byPool[in.Pools[i].NodePool.Name]
 		if len(poolPods[pr.name]) > 0 {
-			b, err := poolBound(in, i, poolPods[pr.name])
+			b, w, err := poolBounds(in, i, poolPods[pr.name])
 			if err != nil {
 				pr.boundErr = err.Error()
 			} else {
-				pr.bound = b
+				pr.bound, pr.wholePods = b, w
 				rep.LowerBoundPerHour += b
+				rep.WholePodBoundPerHour += w
 			}
 		}
 		sort.SliceStable(pr.groups, func(a, b int) bool {
@@ -259,48 +267,40 @@ func build(in *scheduling.Input, res *scheduling.Result, region string) *Report 
 	return rep
 }
 
-// poolBound is the cost lower bound of the pods a pool's new NodeClaims hold (DESIGN.md
-// section 7): burstable, HPC and bare-metal types only count when the pool allows nothing else.
-func poolBound(in *scheduling.Input, i int, pods []*corev1.Pod) (float64, error) {
-	pts := scheduling.PoolTypes(in, i)
+// poolBounds are the cost lower bounds of the pods a pool's new NodeClaims hold (DESIGN.md
+// section 7): max(resource LP, hardest pod) and the whole-pod bound. Both are computed over
+// exactly the types the engine may launch in the pool, burstable, HPC and metal ones included
+// when the pool allows them, so that neither can exceed the cost of what it launches.
+func poolBounds(in *scheduling.Input, i int, pods []*corev1.Pod) (bound, wholePods float64, err error) {
+	p := costbound.Problem{Limits: poolLimits(in.Pools[i].NodePool)}
+	for _, pt := range scheduling.PoolTypes(in, i) {
+		t := costbound.Type{Name: pt.Type.Name, Price: pt.PricePerHour, Capacity: pt.Type.Capacity}
+		for r := range t.Allocatable {
+			t.Allocatable[r] = pt.Type.Allocatable[r] - pt.DaemonSetOverhead[r]
+		}
+		p.Types = append(p.Types, t)
+	}
 	groups := map[catalog.Resources]int{}
 	var order []catalog.Resources
-	for _, p := range pods {
-		r, _ := scheduling.PodRequests(p)
+	for _, pod := range pods {
+		r, _ := scheduling.PodRequests(pod)
 		if groups[r] == 0 {
 			order = append(order, r)
 		}
 		groups[r]++
 	}
-	var podGroups []costbound.PodGroup
 	for _, r := range order {
-		podGroups = append(podGroups, costbound.PodGroup{Requests: r, Count: groups[r]})
+		p.Pods = append(p.Pods, costbound.PodGroup{Requests: r, Count: groups[r]})
 	}
-	limits := poolLimits(in.Pools[i].NodePool)
-	for _, e := range []costbound.Eligibility{{}, {AllowBurstable: true, AllowHPC: true, AllowMetal: true}} {
-		var types []costbound.Type
-		for _, pt := range pts {
-			if !costbound.Eligible(&pt.Type, e) {
-				continue
-			}
-			t := costbound.Type{Name: pt.Type.Name, Price: pt.PricePerHour, Capacity: pt.Type.Capacity}
-			for r := range t.Allocatable {
-				t.Allocatable[r] = pt.Type.Allocatable[r] - pt.DaemonSetOverhead[r]
-			}
-			types = append(types, t)
-		}
-		res, err := costbound.Bound(costbound.Problem{Types: types, Pods: podGroups, Limits: limits})
-		if err == nil && len(res.Unfit) == 0 {
-			return res.LowerBound, nil
-		}
-		if e.AllowBurstable {
-			if err != nil {
-				return 0, err
-			}
-			return res.LowerBound, nil
-		}
+	res, err := costbound.Bound(p)
+	if err != nil {
+		return 0, 0, err
 	}
-	return 0, fmt.Errorf("no bound")
+	wholePods, err = costbound.WholePods(p)
+	if err != nil {
+		return 0, 0, err
+	}
+	return res.LowerBound, wholePods, nil
 }
 
 func poolLimits(np *karpv1.NodePool) *costbound.Limits {
@@ -357,7 +357,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		if p.boundErr != "" {
 			fmt.Fprintf(&b, "  lower bound: not available (%s)\n", p.boundErr)
 		} else if p.bound > 0 {
-			fmt.Fprintf(&b, "  lower bound %s/h; cost/bound %.3f\n", money(p.bound), p.perHour/p.bound)
+			fmt.Fprintf(&b, "  lower bound %s/h, cost/bound %.3f%s\n", money(p.bound), p.perHour/p.bound, wholePodText(p.perHour, p.wholePods))
 		}
 	}
 	if len(r.Placements) > 0 {
@@ -386,11 +386,20 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "\nTotal: %s/h (%s/month) for %d new node(s)", money(r.TotalPerHour), monthly(r.TotalPerHour), len(r.NodeClaims))
 	if r.LowerBoundPerHour > 0 {
-		fmt.Fprintf(&b, "; lower bound %s/h, cost/bound %.3f", money(r.LowerBoundPerHour), r.TotalPerHour/r.LowerBoundPerHour)
+		fmt.Fprintf(&b, "; lower bound %s/h, cost/bound %.3f%s", money(r.LowerBoundPerHour), r.TotalPerHour/r.LowerBoundPerHour, wholePodText(r.TotalPerHour, r.WholePodBoundPerHour))
 	}
 	b.WriteString(".\nPrices: embedded catalog (on-demand list prices; spot prices are a stale snapshot); requests-based.\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// wholePodText is the whole-pod bound's part of a bound line, empty when it is 0 (no pod
+// requests cpu).
+func wholePodText(perHour, wholePods float64) string {
+	if wholePods <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("; whole-pod bound %s/h, cost/whole-pod bound %.3f", money(wholePods), perHour/wholePods)
 }
 
 func monthly(perHour float64) string { return fmt.Sprintf("$%.2f", perHour*HoursPerMonth) }

@@ -107,7 +107,7 @@ func TestJSONContract(t *testing.T) {
 	if err := json.Unmarshal(buf.Bytes(), &top); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := keys(top), []string{"lowerBoundPerHour", "nodeClaims", "placements", "solveSeconds", "totalPerHour", "unschedulable"}; !reflect.DeepEqual(got, want) {
+	if got, want := keys(top), []string{"lowerBoundPerHour", "nodeClaims", "placements", "solveSeconds", "totalPerHour", "unschedulable", "wholePodBoundPerHour"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("top-level fields %v, want %v", got, want)
 	}
 	for _, k := range []string{"nodeClaims", "placements", "unschedulable"} {
@@ -205,4 +205,86 @@ func TestDeterministicJSON(t *testing.T) {
 	if outs[0] != outs[1] || outs[1] != outs[2] {
 		t.Error("the JSON output differs between identical runs")
 	}
+}
+
+// TestBoundsNeverAboveCost: both lower bounds of every pool stay at or below the cost of what
+// the engine launches, on the examples, on generated workloads and on pools that allow
+// burstable types (which the engine picks for small workloads: a bound that left them out
+// printed cost/bound 0.45).
+func TestBoundsNeverAboveCost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("solves a dozen workloads against the full catalog")
+	}
+	dir := t.TempDir()
+	instanceTypes := `- key: node.kubernetes.io/instance-type
+          operator: In
+          values: ["c5.large", "m5.large", "r5.large", "m5.xlarge"]`
+	pool := func(name, requirement string) string {
+		text := workshopPool(t)
+		if !strings.Contains(text, instanceTypes) {
+			t.Fatalf("the workshop NodePool no longer lists its instance types as %q", instanceTypes)
+		}
+		return write(t, dir, name, strings.Replace(text, instanceTypes, requirement, 1))
+	}
+	burstable := pool("burstable.yaml", `- key: karpenter.k8s.aws/instance-category
+          operator: In
+          values: ["t", "m"]`)
+	anything := pool("anything.yaml", `- key: karpenter.sh/nodepool
+          operator: Exists`)
+	wl := write(t, dir, "inflate.yaml", inflate)
+	small := write(t, dir, "small.csv", "name,replicas,cpu,memory,node-selector\nweb,3,250m,512Mi,type=karpenter\napi,2,500m,1Gi,type=karpenter\n")
+	for _, tc := range []struct {
+		name string
+		opts Options
+		// burstable says the engine is expected to launch a burstable type.
+		burstable bool
+	}{
+		{"workshop, inflate", Options{PoolsPath: workshopPools, WorkloadPath: wl}, false},
+		{"workshop, karpenter-bench", Options{PoolsPath: workshopPools, Generate: "karpenter-bench:300"}, false},
+		{"workshop, lognormal", Options{PoolsPath: workshopPools, Generate: "lognormal:500"}, false},
+		{"workshop, smalldeploys", Options{PoolsPath: workshopPools, Generate: "smalldeploys:500"}, false},
+		{"seed 002, t3.small only", Options{PoolsPath: "../../examples/seeds/002-hpa-terraform", Generate: "smalldeploys:20"}, true},
+		{"t and m, inflate", Options{PoolsPath: burstable, WorkloadPath: wl}, true},
+		{"t and m, small shapes", Options{PoolsPath: burstable, WorkloadPath: small}, true},
+		{"t and m, smalldeploys", Options{PoolsPath: burstable, Generate: "smalldeploys:300"}, false},
+		{"every type, small shapes", Options{PoolsPath: anything, WorkloadPath: small}, true},
+		{"every type, lognormal", Options{PoolsPath: anything, Generate: "lognormal:1000"}, false},
+		{"every type, smalldeploys", Options{PoolsPath: anything, Generate: "smalldeploys:1000"}, false},
+		{"every type, karpenter-bench", Options{PoolsPath: anything, Generate: "karpenter-bench:300"}, false},
+	} {
+		rep, err := Run(tc.opts)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if len(rep.NodeClaims) == 0 {
+			t.Fatalf("%s: no NodeClaims (unschedulable: %v)", tc.name, rep.Unschedulable)
+		}
+		if tc.burstable && !launchesBurstable(rep) {
+			t.Errorf("%s: no burstable type launched, so the case does not test what it should", tc.name)
+		}
+		for _, p := range rep.pools {
+			if p.boundErr != "" {
+				t.Errorf("%s: pool %s: no bound: %s", tc.name, p.name, p.boundErr)
+			}
+			if p.nodes > 0 && p.bound <= 0 {
+				t.Errorf("%s: pool %s: bound %v for %d nodes", tc.name, p.name, p.bound, p.nodes)
+			}
+			if p.bound > p.perHour*(1+1e-9) || p.wholePods > p.perHour*(1+1e-9) {
+				t.Errorf("%s: pool %s costs %v/h, below its bounds %v (lower) and %v (whole-pod)", tc.name, p.name, p.perHour, p.bound, p.wholePods)
+			}
+		}
+		if rep.LowerBoundPerHour > rep.TotalPerHour*(1+1e-9) || rep.WholePodBoundPerHour > rep.TotalPerHour*(1+1e-9) {
+			t.Errorf("%s: total %v/h below the bounds %v and %v", tc.name, rep.TotalPerHour, rep.LowerBoundPerHour, rep.WholePodBoundPerHour)
+		}
+		t.Logf("%s: $%.4f/h, cost/bound %.3f, cost/whole-pod bound %.3f", tc.name, rep.TotalPerHour, rep.TotalPerHour/rep.LowerBoundPerHour, rep.TotalPerHour/rep.WholePodBoundPerHour)
+	}
+}
+
+func launchesBurstable(rep *Report) bool {
+	for _, nc := range rep.NodeClaims {
+		if strings.HasPrefix(nc.InstanceType, "t") {
+			return true
+		}
+	}
+	return false
 }

@@ -22,15 +22,24 @@ func newSimulateCommand() *cobra.Command {
 karpenter.sh/v1 NodePools (and karpenter.k8s.aws/v1 EC2NodeClasses) under --pools, a file or a
 directory, and on a workload, against the embedded EC2 catalog of --region. It prints the new
 NodeClaims (instance type × count, capacity type, zone), their cost per hour and per month
-(730 h), requested versus allocatable cpu and memory, the cost lower bound and cost/bound per
-pool, the pods that cannot be scheduled and why, and the solve time.
+(730 h), requested versus allocatable cpu and memory, two cost lower bounds per pool and
+cost/bound for each, the pods that cannot be scheduled and why, and the solve time. The lower
+bound is the larger of a resource LP (cpu, memory, pods, devices; pool limits) and the cheapest
+node the hardest pod fits on; the whole-pod bound (cpu and memory only) keeps every pod whole
+on one node, which often makes it higher where the pods' memory:cpu ratios differ from the
+types'. Both range over exactly the instance types the pool may launch, burstable ones
+included when the pool allows them, so neither is ever above the cost.
 
 The workload is Kubernetes YAML (Pods, Deployments, ReplicaSets, StatefulSets and DaemonSets;
-replicas become pending pods, DaemonSets reserve room on every node they would run on) or a
+replicas become pending pods, DaemonSets reserve room on every node they would run on; and the
+PersistentVolumeClaims, PersistentVolumes and StorageClasses that confine pods to zones: a
+StatefulSet replica's claim must be in the file, or the replica is reported unschedulable) or a
 CSV of shapes (.csv), or is generated with --generate PROFILE:N:
   karpenter-bench  Karpenter's scheduling benchmark mix (spread, affinity, anti-affinity)
   lognormal        Deployments with Zipf replica counts, lognormal cpu (median 250m),
                    memory about 3 GiB per vCPU
+  smalldeploys     many Deployments of 1 to 8 replicas, lognormal cpu (median 250m), each
+                   with its own memory:cpu ratio between 1 and 8 GiB per vCPU
 --workload and --generate may be combined.
 
 ` + simulate.CSVColumns + `
@@ -38,9 +47,9 @@ CSV of shapes (.csv), or is generated with --generate PROFILE:N:
 --output json prints a stable contract for CI: {"nodeClaims": [{"pool", "instanceType" (the
 cheapest option), "instanceTypes" (all options), "capacityType", "zone", "pricePerHour",
 "pods"}], "placements": [{"pod", "node"}], "unschedulable": [{"pod", "reason"}],
-"totalPerHour", "lowerBoundPerHour", "solveSeconds"}. Unschedulable pods do not change the
-exit code; bad input exits 1, a bad invocation 2.`,
-		Example: `  karpool simulate --pools examples/workshop --workload inflate.yaml
+"totalPerHour", "lowerBoundPerHour", "wholePodBoundPerHour", "solveSeconds"}. Unschedulable
+pods do not change the exit code; bad input exits 1, a bad invocation 2.`,
+		Example: `  karpool simulate --pools examples/workshop --workload examples/workshop/workload/inflate.yaml
   karpool simulate --pools pools/ --generate lognormal:10000 --output json
   karpool simulate --pools pools/ --workload shapes.csv --region ap-northeast-2`,
 		Args: cobra.NoArgs,

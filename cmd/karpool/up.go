@@ -21,8 +21,11 @@ func newUpCommand() *cobra.Command {
   - a local Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager,
     kube-scheduler, kwok), building missing binaries first with hack/tools.sh;
   - the AWS simulator, whose instances register as kwok nodes;
-  - a git server with one repository seeded from examples/ (legacy manifests migrated);
-  - a PoolSync pointing at that repository, and the karpool controller.
+  - a git server with one repository holding the example's pools (NodePools,
+    EC2NodeClasses; legacy manifests migrated), and a PoolSync pointing at it;
+  - the example's workload (e.g. the inflate Deployment), applied to the cluster outside Git
+    as kubectl apply would, so that kubectl scale is not undone by PoolSync;
+  - the karpool controller.
 
 It prints the kubeconfig, the git remote to clone and push to, and the metrics URL. Ctrl-C or
 SIGTERM stops everything and removes nothing but what it created.

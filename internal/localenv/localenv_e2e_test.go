@@ -42,7 +42,7 @@ func TestWorkshopSchedulesOnKwokNode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	for _, f := range []string{"ec2nodeclass.yaml", "nodepool.yaml", "inflate.yaml"} {
+	for _, f := range []string{"ec2nodeclass.yaml", "nodepool.yaml", filepath.Join("workload", "inflate.yaml")} {
 		for _, obj := range readObjects(t, filepath.Join(workshop, f)) {
 			if err := c.Create(ctx, obj); err != nil {
 				t.Fatalf("%s: creating %s %s: %v", f, obj.GetKind(), obj.GetName(), err)

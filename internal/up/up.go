@@ -1,7 +1,8 @@
 // Package up runs karpool's whole loop on one machine: a local Kubernetes control plane (etcd,
 // kube-apiserver, kube-controller-manager, kube-scheduler, kwok), the AWS simulator with node
-// bootstrap, a git server whose repository is seeded from an example, a PoolSync pointing at it,
-// and the karpool controller, all stopped again (by PID) when the context ends.
+// bootstrap, a git server whose repository is seeded with an example's pools, a PoolSync pointing
+// at it, the example's workload applied outside Git, and the karpool controller, all stopped again
+// (by PID) when the context ends.
 package up
 
 import (
@@ -14,9 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -29,7 +28,6 @@ import (
 	"github.com/karpool/karpool/internal/awssim"
 	"github.com/karpool/karpool/internal/gitserver"
 	"github.com/karpool/karpool/internal/localenv"
-	"github.com/karpool/karpool/internal/migrate"
 	"github.com/karpool/karpool/internal/operator"
 )
 
@@ -38,8 +36,9 @@ const ClusterName = "karpool-local"
 
 // Options configure Run.
 type Options struct {
-	// Example names the directory of examples/ the git repository is seeded from: "workshop"
-	// (default) or a seed, e.g. "seeds/004-weasel" (legacy manifests are migrated first).
+	// Example names the directory of examples/ to run: "workshop" (default) or a seed, e.g.
+	// "seeds/004-weasel" (legacy manifests are migrated first). Its pools seed the git
+	// repository; its other objects (the workload) are applied to the cluster directly.
 	Example string
 	// Dir is where the environment's directory is created (default the system temp dir).
 	Dir string
@@ -52,12 +51,15 @@ type Options struct {
 	Out io.Writer
 }
 
-// Examples lists the names Example accepts.
+// Examples lists the names Example accepts: the workshop and the seeds that hold pools.
 func Examples() []string {
 	names := []string{"workshop"}
 	entries, _ := fs.ReadDir(examples.FS, "seeds")
 	for _, e := range entries {
-		if e.IsDir() {
+		if !e.IsDir() {
+			continue
+		}
+		if _, err := readExample(examples.FS, "seeds/"+e.Name()); err == nil {
 			names = append(names, "seeds/"+e.Name())
 		}
 	}
@@ -78,6 +80,10 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 	if _, err := fs.Stat(examples.FS, opts.Example); err != nil {
 		return fmt.Errorf("unknown example %q; choose one of: %s", opts.Example, strings.Join(Examples(), ", "))
+	}
+	ex, err := readExample(examples.FS, opts.Example)
+	if err != nil {
+		return fmt.Errorf("example %s: %w; choose one of: %s", opts.Example, err, strings.Join(Examples(), ", "))
 	}
 	say := func(format string, args ...any) { fmt.Fprintf(opts.Out, format+"\n", args...) }
 	if err := ensureTools(ctx, opts.BinDir, opts.Out); err != nil {
@@ -105,12 +111,16 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if err := createNodeRole(ctx, sim.AWSConfig()); err != nil {
 		return err
 	}
-	remote, stopGit, err := serveRepository(ctx, filepath.Join(dir, "git"), opts.Example)
+	remote, stopGit, err := serveRepository(ctx, filepath.Join(dir, "git"), opts.Example, ex.pools)
 	if err != nil {
 		return err
 	}
 	defer stopGit()
 	c, err := env.Client()
+	if err != nil {
+		return err
+	}
+	workload, err := applyWorkload(ctx, c, ex.workload)
 	if err != nil {
 		return err
 	}
@@ -151,13 +161,29 @@ func Run(ctx context.Context, opts Options) (err error) {
 		say("  metrics:       %s", r.MetricsURL)
 		say("  AWS simulator: %s (state: %sstate)", sim.URL(), sim.AdminURL())
 		say("  controller log: %s", logPath)
+		for _, o := range workload {
+			say("  workload:      %s (applied outside Git, field manager %s)", o.ID(), WorkloadFieldManager)
+		}
 		say("")
 		say("try:")
 		say("  kubectl get poolsync,nodepools,ec2nodeclasses")
-		say("  kubectl scale deployment/inflate --replicas 5 && kubectl get nodeclaims,nodes -w")
-		say("  git clone %s pools && cd pools   # edit nodepool.yaml, commit, git push", remote)
+		for _, o := range workload {
+			if o.Object.GetKind() == "Deployment" {
+				say("  kubectl scale%s deployment/%s --replicas 5", namespaceFlag(o.Object.GetNamespace()), o.Object.GetName())
+			}
+		}
+		say("  kubectl get nodeclaims,nodes -w")
+		say("  git clone %s pools && cd pools   # edit a pool, commit, git push", remote)
 		say("stop with Ctrl-C")
 	})
+}
+
+// namespaceFlag is kubectl's -n flag for ns, empty for the default namespace.
+func namespaceFlag(ns string) string {
+	if ns == metav1.NamespaceDefault {
+		return ""
+	}
+	return " -n " + ns
 }
 
 // ensureTools builds missing control-plane binaries with hack/tools.sh when running inside
@@ -194,12 +220,12 @@ func createNodeRole(ctx context.Context, cfg aws.Config) error {
 	return nil
 }
 
-// serveRepository creates root/pools.git with one commit holding the example (legacy
-// manifests migrated to v1), serves root over HTTP on 127.0.0.1 and returns the clone URL.
-func serveRepository(ctx context.Context, root, example string) (string, func(), error) {
+// serveRepository creates root/pools.git with one commit holding files (the example's pools),
+// serves root over HTTP on 127.0.0.1 and returns the clone URL.
+func serveRepository(ctx context.Context, root, example string, files map[string][]byte) (string, func(), error) {
 	work := filepath.Join(root, "seed")
 	bare := filepath.Join(root, "pools.git")
-	if err := writeExample(work, example); err != nil {
+	if err := writeFiles(work, files); err != nil {
 		return "", nil, err
 	}
 	for _, args := range [][]string{
@@ -231,33 +257,9 @@ func serveRepository(ctx context.Context, root, example string) (string, func(),
 	return fmt.Sprintf("http://%s/pools.git", ln.Addr()), func() { _ = srv.Close() }, nil
 }
 
-// writeExample copies examples/<example> to dir. Legacy (v1alpha5 / v1beta1) manifests are
-// converted with karpool migrate, so the repository holds what PoolSync accepts.
-func writeExample(dir, example string) error {
-	var files []string
-	err := fs.WalkDir(examples.FS, example, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			files = append(files, p)
-		}
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	sort.Strings(files)
-	for _, p := range files {
-		data, err := fs.ReadFile(examples.FS, p)
-		if err != nil {
-			return err
-		}
-		rel := strings.TrimPrefix(p, example+"/")
-		if ext := path.Ext(p); ext == ".yaml" || ext == ".yml" {
-			out, _, err := migrate.Bytes(rel, data)
-			if err != nil {
-				return fmt.Errorf("migrating examples/%s: %w", p, err)
-			}
-			data = out
-		}
+// writeFiles writes files (by slash-separated path) under dir.
+func writeFiles(dir string, files map[string][]byte) error {
+	for rel, data := range files {
 		target := filepath.Join(dir, filepath.FromSlash(rel))
 		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
 			return err

@@ -12,19 +12,27 @@ import (
 	"testing"
 	"time"
 
+	fluxmeta "github.com/fluxcd/pkg/apis/meta"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	"github.com/karpool/karpool/api/karpool/v1alpha1"
 	"github.com/karpool/karpool/internal/localenv"
 	"github.com/karpool/karpool/internal/localenv/localenvtest"
 )
 
 // TestUp drives `karpool up` as a user would: wait for its summary, push a pool change to the
-// printed git remote, scale inflate, then Ctrl-C — and checks nothing it started survives.
+// printed git remote, `kubectl scale` inflate to 5 and watch the scale hold for two minutes while
+// PoolSync keeps reconciling, then Ctrl-C — and checks nothing it started survives. It takes
+// about five minutes, two of them the hold.
 func TestUp(t *testing.T) {
 	if _, err := localenv.CheckBinaries(""); err != nil {
 		if os.Getenv("KARPOOL_E2E") == "require" {
@@ -32,7 +40,7 @@ func TestUp(t *testing.T) {
 		}
 		t.Skipf("end-to-end test skipped: %v (run 'make tools', or 'make test' which does)", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
 	defer cancel()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
@@ -102,13 +110,26 @@ func TestUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.New(cfg, client.Options{Scheme: localenv.Scheme})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: localenv.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, ctx, "workshop pool applied", 2*time.Minute, func() error {
 		return c.Get(ctx, client.ObjectKey{Name: "default"}, &karpv1.NodePool{})
 	})
+	// The repository holds pools only: inflate is applied outside Git, so PoolSync does not own it.
+	ps := &v1alpha1.PoolSync{}
+	if err := c.Get(ctx, client.ObjectKey{Name: "pools"}, ps); err != nil {
+		t.Fatal(err)
+	}
+	if ps.Status.Inventory == nil || len(ps.Status.Inventory.Entries) != 2 {
+		t.Fatalf("PoolSync inventory %+v, want the EC2NodeClass and the NodePool", ps.Status.Inventory)
+	}
+	for _, e := range ps.Status.Inventory.Entries {
+		if !strings.Contains(e.ID, "_karpenter.") {
+			t.Errorf("PoolSync applied %s, which is not a pool", e.ID)
+		}
+	}
 
 	// Push a change to the pool through the printed remote.
 	work := filepath.Join(t.TempDir(), "pools")
@@ -138,38 +159,30 @@ func TestUp(t *testing.T) {
 		return nil
 	})
 
-	d := &appsv1.Deployment{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "inflate"}, d); err != nil {
+	// kubectl scale deployment/inflate --replicas 5: a merge patch of the scale subresource.
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
 		t.Fatal(err)
 	}
-	patch := client.MergeFrom(d.DeepCopy())
-	d.Spec.Replicas = ptr.To[int32](5)
-	if err := c.Patch(ctx, d, patch); err != nil {
+	if _, err := cs.AppsV1().Deployments("default").Patch(ctx, "inflate", types.MergePatchType, []byte(`{"spec":{"replicas":5}}`), metav1.PatchOptions{}, "scale"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, ctx, "an m5.large node running the 5 inflate pods", 3*time.Minute, func() error {
-		var nodes corev1.NodeList
-		if err := c.List(ctx, &nodes, client.HasLabels{karpv1.LabelNodePool}); err != nil {
+	var node string
+	eventually(t, ctx, "an m5.large node running the 5 inflate pods", 3*time.Minute, func() (err error) {
+		node, err = inflateOnOneNode(ctx, c)
+		if err != nil {
 			return err
 		}
-		if len(nodes.Items) != 1 || nodes.Items[0].Labels[corev1.LabelInstanceTypeStable] != "m5.large" || nodes.Items[0].Labels["team"] != "platform" {
-			return fmt.Errorf("%d nodes", len(nodes.Items))
-		}
-		var pods corev1.PodList
-		if err := c.List(ctx, &pods, client.InNamespace("default"), client.MatchingLabels{"app": "inflate"}); err != nil {
+		n := &corev1.Node{}
+		if err := c.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
 			return err
 		}
-		running := 0
-		for _, p := range pods.Items {
-			if p.Status.Phase == corev1.PodRunning {
-				running++
-			}
-		}
-		if running != 5 {
-			return fmt.Errorf("%d of 5 pods running", running)
+		if n.Labels["team"] != "platform" {
+			return fmt.Errorf("node %s lacks the pushed label team=platform: %v", node, n.Labels)
 		}
 		return nil
 	})
+	holdScale(t, ctx, c, node, 2*time.Minute)
 
 	// Ctrl-C: everything stops and nothing started under dir survives.
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
@@ -187,6 +200,94 @@ func TestUp(t *testing.T) {
 	}
 	if s := localenvtest.Survivors([]int{cmd.Process.Pid}, dir); len(s) > 0 {
 		t.Errorf("processes left behind: %v", s)
+	}
+}
+
+// inflateOnOneNode checks the state seed 003 promises after the scale: the Deployment wants 5
+// replicas, and 5 inflate pods are Running, none terminating, all on one m5.large node, whose
+// name it returns.
+func inflateOnOneNode(ctx context.Context, c client.Client) (string, error) {
+	d := &appsv1.Deployment{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "inflate"}, d); err != nil {
+		return "", err
+	}
+	if r := d.Spec.Replicas; r == nil || *r != 5 {
+		return "", fmt.Errorf("deployment/inflate has spec.replicas %v, want 5", ptr.Deref(r, -1))
+	}
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace("default"), client.MatchingLabels{"app": "inflate"}); err != nil {
+		return "", err
+	}
+	var states []string
+	ok := len(pods.Items) == 5
+	for _, p := range pods.Items {
+		states = append(states, fmt.Sprintf("%s %s on %q", p.Name, p.Status.Phase, p.Spec.NodeName))
+		ok = ok && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil && p.Spec.NodeName == pods.Items[0].Spec.NodeName
+	}
+	if !ok {
+		return "", fmt.Errorf("want 5 Running inflate pods on one node, have %d: %s", len(pods.Items), strings.Join(states, ", "))
+	}
+	name := pods.Items[0].Spec.NodeName
+	n := &corev1.Node{}
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+		return "", err
+	}
+	if it := n.Labels[corev1.LabelInstanceTypeStable]; it != "m5.large" {
+		return "", fmt.Errorf("the inflate pods run on %s, a %s; want an m5.large", name, it)
+	}
+	return name, nil
+}
+
+// holdScale checks, for the whole window, that the scale holds: inflateOnOneNode on the same
+// node at every tick. Meanwhile it watches the PoolSync and requires at least two reconciliations
+// to start within the window, so that drift correction had its chance to undo the scale.
+func holdScale(t *testing.T, ctx context.Context, c client.WithWatch, node string, window time.Duration) {
+	t.Helper()
+	wctx, stop := context.WithTimeout(ctx, window)
+	defer stop()
+	w, err := c.Watch(wctx, &v1alpha1.PoolSyncList{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	events := w.ResultChan()
+	reconciles, reconciling := 0, true // the first event reports the state the window starts in
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				events = nil // closed early: the count so far decides
+				continue
+			}
+			ps, isPoolSync := ev.Object.(*v1alpha1.PoolSync)
+			if !isPoolSync {
+				t.Fatalf("PoolSync watch: %v", ev.Object)
+			}
+			now := meta.FindStatusCondition(ps.Status.Conditions, fluxmeta.ReconcilingCondition) != nil
+			if now && !reconciling {
+				reconciles++
+			}
+			reconciling = now
+		case <-tick.C:
+			got, err := inflateOnOneNode(ctx, c)
+			if err == nil && got != node {
+				err = fmt.Errorf("the inflate pods moved from %s to %s", node, got)
+			}
+			if err != nil {
+				t.Fatalf("kubectl scale did not hold (%d PoolSync reconciliations since): %v", reconciles, err)
+			}
+		case <-wctx.Done():
+			if ctx.Err() != nil {
+				t.Fatalf("holding the scale: %v", ctx.Err())
+			}
+			if reconciles < 2 {
+				t.Fatalf("%d PoolSync reconciliations started in %s (watch closed early: %v); want at least 2", reconciles, window, events == nil)
+			}
+			t.Logf("the scale held for %s across %d PoolSync reconciliations", window, reconciles)
+			return
+		}
 	}
 }
 

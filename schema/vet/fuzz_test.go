@@ -21,7 +21,7 @@ import (
 //
 //	go test -run '^$' -fuzz FuzzVet -fuzztime 20s ./schema/vet
 func FuzzVet(f *testing.F) {
-	for _, pattern := range []string{"../../examples/workshop/*.yaml", "../../examples/seeds/*/*.yaml", "../testdata/invalid/*/*.yaml", "../testdata/valid/*.yaml", "testdata/*.yaml"} {
+	for _, pattern := range []string{"../../examples/workshop/*.yaml", "../../examples/workshop/workload/*.yaml", "../../examples/seeds/*/*.yaml", "../testdata/invalid/*/*.yaml", "../testdata/valid/*.yaml", "testdata/*.yaml"} {
 		files, _ := filepath.Glob(pattern)
 		for _, file := range files {
 			if data, err := os.ReadFile(file); err == nil {

@@ -22,7 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -1193,18 +1192,26 @@ func (c *checker) claimKeepsMinValues(n *node, p *corev1.Pod) bool {
 		}
 		vals := map[string]bool{}
 		for _, opt := range n.claim.InstanceTypes {
-			if zone != "" && !slices.ContainsFunc(opt.Offerings, func(o catalog.Offering) bool { return o.Zone == zone }) {
-				continue
-			}
-			lbl := c.newNodeLabels(pool, opt.Type, opt.Offerings[0].Zone, opt.Offerings[0].CapacityType, n.name)
-			for k, v := range n.claim.Labels {
-				if _, ok := lbl[k]; !ok {
-					lbl[k] = v
+			// The option counts when one of its offerings (in the pinned zone, if any) makes a
+			// node the pod accepts, its volumes included, and that holds the pods.
+			for _, o := range opt.Offerings {
+				if zone != "" && o.Zone != zone {
+					continue
 				}
-			}
-			obj := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: lbl}}
-			if affinityMatches(p, obj) && fitsIn(c.daemonOverhead(obj, taints), need, fromCatalog(opt.Type.Allocatable)) == "" {
-				vals[opt.Type.Labels[r.Key]] = true
+				lbl := c.newNodeLabels(pool, opt.Type, o.Zone, o.CapacityType, n.name)
+				for k, v := range n.claim.Labels {
+					if _, ok := lbl[k]; !ok {
+						lbl[k] = v
+					}
+				}
+				obj := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: lbl}}
+				cand := &node{obj: obj, taints: taints, used: map[corev1.ResourceName]int64{}}
+				c.addDaemons(cand)
+				if affinityMatches(p, obj) && c.volumeViolation(p, cand) == "" && portClash(hostPorts(p), cand.ports) == "" &&
+					fitsIn(cand.used, need, fromCatalog(opt.Type.Allocatable)) == "" {
+					vals[opt.Type.Labels[r.Key]] = true
+					break
+				}
 			}
 		}
 		if len(vals) < *r.MinValues {

@@ -1,6 +1,6 @@
 // Package workload generates synthetic scheduling inputs: Karpenter's own scheduling benchmark
 // (its fake instance types and its pod mix, reproduced draw for draw), the "respect preferences"
-// case, and a lognormal mix of Deployments for cost experiments.
+// case, and mixes of Deployments for cost experiments (lognormal, many small Deployments).
 package workload
 
 import (
@@ -263,6 +263,27 @@ func LognormalIndependentShapes(count int, seed int64, sigma float64) []Shape {
 	return out
 }
 
+// SmallDeploymentsShapes draws many small Deployments until they hold count pods: 1 to 8
+// replicas each (uniform), cpu lognormal with median 250m (σ = 0.9, 10m steps, 10m..16 cores),
+// and per Deployment a memory:cpu ratio drawn log-uniformly between 1 and 8 GiB per vCPU (1Mi
+// steps, at least 16Mi). Unlike LognormalShapes, whose pods share one ratio, the pods' shapes
+// spread over the whole c/m/r range, and no Deployment is large enough to fill nodes of its own.
+func SmallDeploymentsShapes(count int, seed int64) []Shape {
+	r := rand.New(rand.NewSource(seed))
+	var out []Shape
+	total := 0
+	for total < count {
+		replicas := min(1+r.Intn(8), count-total)
+		cpu := int64(math.Round(250*math.Exp(0.9*r.NormFloat64())/10) * 10)
+		cpu = max(10, min(cpu, 16000))
+		ratio := math.Exp(r.Float64() * math.Log(8)) // GiB per vCPU, log-uniform in [1, 8)
+		memMi := max(16, int64(math.Round(float64(cpu)/1000*ratio*1024)))
+		out = append(out, Shape{Name: fmt.Sprintf("deploy-%04d", len(out)), Replicas: replicas, CPU: cpu, Memory: memMi * mi})
+		total += replicas
+	}
+	return out
+}
+
 // Pods expands shapes into pods (namespace "default", label app=<name>).
 func Pods(shapes []Shape) []*corev1.Pod {
 	var out []*corev1.Pod
@@ -288,3 +309,6 @@ func Pods(shapes []Shape) []*corev1.Pod {
 
 // Lognormal is Pods(LognormalShapes(count, 1)).
 func Lognormal(count int) []*corev1.Pod { return Pods(LognormalShapes(count, 1)) }
+
+// SmallDeployments is Pods(SmallDeploymentsShapes(count, 1)).
+func SmallDeployments(count int) []*corev1.Pod { return Pods(SmallDeploymentsShapes(count, 1)) }
