@@ -296,27 +296,24 @@ func appendSortedMap(buf []byte, m map[string]string) []byte {
 
 func appendTerm(buf []byte, t *corev1.NodeSelectorTerm) []byte {
 	for _, e := range t.MatchExpressions {
-		buf = append(buf, e.Key...)
-		buf = append(buf, 0)
-		buf = append(buf, e.Operator...)
-		for _, v := range e.Values {
-			buf = append(buf, 0)
-			buf = append(buf, v...)
-		}
-		buf = append(buf, 1)
+		buf = appendReq(buf, e.Key, e.Operator, e.Values)
 	}
 	for _, e := range t.MatchFields {
-		buf = append(buf, 'F')
-		buf = append(buf, e.Key...)
-		buf = append(buf, 0)
-		buf = append(buf, e.Operator...)
-		for _, v := range e.Values {
-			buf = append(buf, 0)
-			buf = append(buf, v...)
-		}
-		buf = append(buf, 1)
+		buf = appendReq(append(buf, 'F'), e.Key, e.Operator, e.Values)
 	}
 	return append(buf, 2)
+}
+
+// appendReq encodes one requirement into a class key.
+func appendReq(buf []byte, key string, op corev1.NodeSelectorOperator, values []string) []byte {
+	buf = append(buf, key...)
+	buf = append(buf, 0)
+	buf = append(buf, op...)
+	for _, v := range values {
+		buf = append(buf, 0)
+		buf = append(buf, v...)
+	}
+	return append(buf, 1)
 }
 
 func appendSelector(buf []byte, sel *metav1.LabelSelector) []byte {

@@ -3,7 +3,6 @@ package scheduling
 import (
 	"fmt"
 	"slices"
-	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -179,16 +178,9 @@ func appendVolumeKey(buf []byte, vols [][]req, why string) []byte {
 	buf = append(buf, why...)
 	for _, alt := range vols {
 		for _, r := range alt {
-			buf = append(buf, r.key...)
-			buf = append(buf, 0)
-			buf = append(buf, r.op...)
-			for _, v := range r.values {
-				buf = append(buf, 1)
-				buf = append(buf, v...)
-			}
-			buf = append(buf, 2)
+			buf = appendReq(buf, r.key, r.op, r.values)
 		}
-		buf = strconv.AppendInt(append(buf, 3), int64(len(alt)), 10)
+		buf = append(buf, 3)
 	}
 	return append(buf, 6)
 }

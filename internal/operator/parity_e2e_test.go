@@ -70,15 +70,9 @@ func TestStatefulSetFollowsItsVolumeZone(t *testing.T) {
 		Spec: appsv1.StatefulSetSpec{
 			Replicas: ptr.To[int32](1),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					NodeSelector: map[string]string{"type": "karpenter"},
-					Containers: []corev1.Container{{Name: "web", Image: "registry.k8s.io/pause:3.10",
-						Resources:    corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}},
-						VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
-				},
-			},
+			Template: workshopPod(labels, corev1.Container{Name: "web",
+				Resources:    corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}},
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}),
 			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
 				ObjectMeta: metav1.ObjectMeta{Name: "data"},
 				Spec: corev1.PersistentVolumeClaimSpec{
@@ -122,15 +116,9 @@ func TestSameHostPortTwoNodes(t *testing.T) {
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To[int32](2),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					NodeSelector: map[string]string{"type": "karpenter"},
-					Containers: []corev1.Container{{Name: "edge", Image: "registry.k8s.io/pause:3.10",
-						Ports:     []corev1.ContainerPort{{ContainerPort: 8080, HostPort: 8080}},
-						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}},
-				},
-			},
+			Template: workshopPod(labels, corev1.Container{Name: "edge",
+				Ports:     []corev1.ContainerPort{{ContainerPort: 8080, HostPort: 8080}},
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}),
 		},
 	}
 	if err := h.c.Create(h.ctx, d); err != nil {
@@ -147,5 +135,15 @@ func TestSameHostPortTwoNodes(t *testing.T) {
 		if n.Labels[karpv1.LabelNodePool] != "default" {
 			t.Errorf("node %s belongs to pool %q", n.Name, n.Labels[karpv1.LabelNodePool])
 		}
+	}
+}
+
+// workshopPod is a pod template for the workshop pool (nodeSelector type=karpenter) running the
+// container with the pause image.
+func workshopPod(labels map[string]string, c corev1.Container) corev1.PodTemplateSpec {
+	c.Image = "registry.k8s.io/pause:3.10"
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: labels},
+		Spec:       corev1.PodSpec{NodeSelector: map[string]string{"type": "karpenter"}, Containers: []corev1.Container{c}},
 	}
 }
