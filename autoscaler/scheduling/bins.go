@@ -8,6 +8,7 @@ import (
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	"github.com/karpool/karpool/autoscaler/catalog"
+	"github.com/karpool/karpool/internal/requirements"
 )
 
 const (
@@ -91,7 +92,7 @@ func (b *bin) acceptsSig(sig *nodeSig) bool {
 	if b.closed {
 		return false
 	}
-	if !matchLabels(sig.reqs, b.labels) {
+	if !requirements.Match(sig.reqs, b.labels) {
 		return false
 	}
 	for _, t := range b.taints {
@@ -312,10 +313,10 @@ func (s *solver) newBin(p *poolState, c *sigCompat, zones uint32, target int) *b
 	if c.custom != nil || p.custom != nil {
 		b.custom = make(map[string]*domain, len(p.custom))
 		for k, d := range p.custom {
-			b.custom[k] = d.clone()
+			b.custom[k] = d.Clone()
 		}
 		for k, d := range c.custom {
-			b.custom[k] = d.clone()
+			b.custom[k] = d.Clone()
 		}
 	}
 	t := &p.types[target]

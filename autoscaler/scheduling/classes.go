@@ -13,6 +13,7 @@ import (
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	"github.com/karpool/karpool/autoscaler/catalog"
+	"github.com/karpool/karpool/internal/requirements"
 )
 
 // class is a set of pending pods that are interchangeable for scheduling: same namespace and
@@ -769,8 +770,10 @@ func (s *solver) domainOf(b *bin, key string) (string, bool) {
 	if v, ok := p.fixed[key]; ok {
 		return v, true
 	}
-	if d := b.custom[key]; d != nil && d.finite && len(d.vals) == 1 {
-		return d.vals[0], true
+	if d := b.custom[key]; d != nil {
+		if v, ok := single(d); ok {
+			return v, true
+		}
 	}
 	if key == labelCapacityType {
 		for ct := 0; ct < numCT; ct++ {
@@ -811,7 +814,7 @@ func (s *solver) domainOf(b *bin, key string) (string, bool) {
 func (s *solver) filterEligible(ctr *counter, b *bin) bool {
 	if b.kind != binNew {
 		for _, sig := range ctr.filter {
-			if matchLabels(sig.reqs, b.labels) {
+			if requirements.Match(sig.reqs, b.labels) {
 				return true
 			}
 		}
@@ -867,10 +870,10 @@ func (s *solver) narrowCustom(b *bin, match *sigCompat) {
 	for key, fd := range match.custom {
 		bd := b.custom[key]
 		if bd == nil {
-			bd = p.custom[key].clone()
+			bd = p.custom[key].Clone()
 			b.custom[key] = bd
 		}
-		bd.intersect(fd)
+		bd.Intersect(fd)
 	}
 }
 
@@ -935,7 +938,7 @@ func (s *solver) customPossible(b *bin, cp *sigCompat) bool {
 		if bd == nil {
 			continue // the NodeClaim has the pool's full domain, which fd narrows
 		}
-		if !bd.clone().intersect(fd) {
+		if !intersect(bd.Clone(), fd) {
 			return false
 		}
 	}

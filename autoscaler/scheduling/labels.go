@@ -1,6 +1,8 @@
 package scheduling
 
 import (
+	"github.com/karpool/karpool/internal/requirements"
+	corev1 "k8s.io/api/core/v1"
 	"math"
 	"slices"
 	"sort"
@@ -93,10 +95,11 @@ func (s *solver) openValues(p *poolState, cp *sigCompat, zones uint32, key strin
 		if d == nil {
 			d = p.custom[key]
 		}
-		if !d.finite {
+		vals, ok := d.Finite()
+		if !ok {
 			return nil
 		}
-		for _, val := range d.vals {
+		for _, val := range vals {
 			note(val, 0)
 		}
 	default:
@@ -138,7 +141,7 @@ func (s *solver) narrowCompat(p *poolState, cp *sigCompat, zones uint32, key, va
 		for k, d := range cp.custom {
 			n.custom[k] = d
 		}
-		n.custom[key] = &domain{finite: true, vals: []string{val}}
+		n.custom[key] = requirements.Of(newReq(key, corev1.NodeSelectorOpIn, []string{val}))
 		return &n
 	}
 	left := false

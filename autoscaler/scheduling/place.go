@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/karpool/karpool/autoscaler/catalog"
+	"github.com/karpool/karpool/internal/requirements"
 )
 
 const unlimited = math.MaxInt32
@@ -274,7 +275,7 @@ func (s *solver) binCapacity(c *class, v *variant, b *bin, z int32) (int, bool, 
 		}
 		if cp.custom != nil {
 			for key, d := range cp.custom {
-				if bd := b.custom[key]; bd != nil && !bd.clone().intersect(d) {
+				if bd := b.custom[key]; bd != nil && !intersect(bd.Clone(), d) {
 					return 0, true, "label " + key
 				}
 			}
@@ -490,7 +491,7 @@ func (s *solver) domainNode(c *class, sp spreadC, b *bin) bool {
 		return true
 	}
 	for _, sig := range c.reqSigs {
-		if matchLabels(sig.reqs, b.labels) {
+		if requirements.Match(sig.reqs, b.labels) {
 			return true
 		}
 	}
@@ -641,7 +642,8 @@ func (s *solver) labelMin(c *class, sp spreadC, ctr *counter) int32 {
 				if d == nil {
 					d = p.custom[ctr.label]
 				}
-				for _, val := range d.vals { // a label the pool defines (finite values only)
+				finite, _ := d.Finite() // a label the pool defines (finite values only)
+				for _, val := range finite {
 					vals[val] = true
 				}
 				continue
@@ -948,9 +950,9 @@ func (s *solver) narrowBin(c *class, v *variant, b *bin, z int32, k int) {
 		}
 		for key, d := range cp.custom {
 			if bd := b.custom[key]; bd != nil {
-				bd.intersect(d)
+				intersect(bd, d)
 			} else {
-				b.custom[key] = d.clone()
+				b.custom[key] = d.Clone()
 			}
 		}
 	}
@@ -1031,8 +1033,8 @@ func (s *solver) decideLabels(v *variant, b *bin) {
 					break
 				}
 			}
-		case b.custom[key] != nil && b.custom[key].finite:
-			b.custom[key].vals = b.custom[key].vals[:1]
+		case b.custom[key] != nil && len(finiteOf(b.custom[key])) > 0:
+			b.custom[key].Pin(finiteOf(b.custom[key])[0])
 		default:
 			val, has := t.it.Labels[key]
 			if b.allTypes {

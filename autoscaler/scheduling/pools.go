@@ -11,6 +11,7 @@ import (
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	"github.com/karpool/karpool/autoscaler/catalog"
+	"github.com/karpool/karpool/internal/requirements"
 )
 
 // Capacity types, as indexes into masks.
@@ -463,8 +464,8 @@ func (s *solver) buildPool(idx int) *poolState {
 			// Not allowed by the CRD; ignore.
 		default:
 			if v, ok := p.fixed[r.Key]; ok {
-				if !rq.matches(v, true) {
-					p.invalid = fmt.Sprintf("nodepool %q: template label %s=%s contradicts its requirement %s", p.name, r.Key, v, describeReq(&rq))
+				if !rq.Matches(v, true) {
+					p.invalid = fmt.Sprintf("nodepool %q: template label %s=%s contradicts its requirement %s", p.name, r.Key, v, rq.String())
 				}
 				continue
 			}
@@ -479,11 +480,11 @@ func (s *solver) buildPool(idx int) *poolState {
 				p.custom = map[string]*domain{}
 			}
 			if d, ok := p.custom[r.Key]; ok {
-				if !d.intersect(domainFromReq(rq)) {
+				if !intersect(d, requirements.Of(rq)) {
 					p.invalid = fmt.Sprintf("nodepool %q: requirements on %s contradict each other", p.name, r.Key)
 				}
 			} else {
-				p.custom[r.Key] = domainFromReq(rq)
+				p.custom[r.Key] = requirements.Of(rq)
 			}
 		}
 	}
@@ -498,11 +499,11 @@ func (s *solver) buildPool(idx int) *poolState {
 	for _, k := range keys {
 		rq := newReq(k, corev1.NodeSelectorOpIn, []string{tmpl.Labels[k]})
 		switch {
-		case rq.key == labelZone:
+		case rq.Key == labelZone:
 			p.zoneMask &= s.zoneFilter(&rq)
-		case rq.key == labelCapacityType:
+		case rq.Key == labelCapacityType:
 			p.ctMask &= ctFilter(&rq)
-		case p.typeKeys[rq.key] || isTypeKeyCandidate(rq.key):
+		case p.typeKeys[rq.Key] || isTypeKeyCandidate(rq.Key):
 			typeReqs = append(typeReqs, rq)
 		}
 	}
@@ -516,7 +517,7 @@ func (s *solver) buildPool(idx int) *poolState {
 	daemons := s.daemonsFor(p)
 	for i := range in.InstanceTypes {
 		it := &in.InstanceTypes[i]
-		if !matchLabels(typeReqs, it.Labels) {
+		if !requirements.Match(typeReqs, it.Labels) {
 			continue
 		}
 		ti := typeInfo{it: it}
@@ -580,7 +581,7 @@ func poolAllowsExplicitly(reqs []karpv1.NodePoolRequirement, ct string) bool {
 func (s *solver) zoneFilter(r *req) uint32 {
 	var m uint32
 	for i, z := range s.zones {
-		if r.matches(z, true) {
+		if r.Matches(z, true) {
 			m |= 1 << i
 		}
 	}
@@ -590,19 +591,11 @@ func (s *solver) zoneFilter(r *req) uint32 {
 func ctFilter(r *req) uint8 {
 	var m uint8
 	for i, n := range ctNames {
-		if r.matches(n, true) {
+		if r.Matches(n, true) {
 			m |= 1 << i
 		}
 	}
 	return m
-}
-
-func describeReq(r *req) string {
-	switch r.op {
-	case corev1.NodeSelectorOpExists, corev1.NodeSelectorOpDoesNotExist:
-		return fmt.Sprintf("%s %s", r.key, r.op)
-	}
-	return fmt.Sprintf("%s %s [%s]", r.key, r.op, strings.Join(r.values, ","))
 }
 
 // daemon is a DaemonSet's pod as the engine sees it.
@@ -656,15 +649,15 @@ func (d *daemon) compatibleWith(p *poolState, it *catalog.InstanceType) bool {
 		for i := range term {
 			r := &term[i]
 			switch {
-			case r.key == labelZone || r.key == labelCapacityType || r.key == labelHostname || r.key == labelRegion:
+			case r.Key == labelZone || r.Key == labelCapacityType || r.Key == labelHostname || r.Key == labelRegion:
 				// Satisfiable by some offering or node: count the daemonset (conservative).
-			case p.fixed[r.key] != "" || hasKey(p.fixed, r.key):
-				ok = r.matches(p.fixed[r.key], true)
-			case p.custom[r.key] != nil:
-				ok = p.custom[r.key].clone().narrow(r)
+			case p.fixed[r.Key] != "" || hasKey(p.fixed, r.Key):
+				ok = r.Matches(p.fixed[r.Key], true)
+			case p.custom[r.Key] != nil:
+				ok = narrow(p.custom[r.Key].Clone(), r)
 			default:
-				v, has := it.Labels[r.key]
-				ok = r.matches(v, has)
+				v, has := it.Labels[r.Key]
+				ok = r.Matches(v, has)
 			}
 			if !ok {
 				break

@@ -3,11 +3,11 @@ package scheduling
 import (
 	"math/bits"
 	"slices"
-	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	"github.com/karpool/karpool/internal/requirements"
 )
 
 // Label keys the engine treats specially.
@@ -20,78 +20,11 @@ const (
 	labelInstanceType = corev1.LabelInstanceTypeStable
 )
 
-// Operators Karpenter adds to the core node selector operators.
-const (
-	opGte corev1.NodeSelectorOperator = "Gte"
-	opLte corev1.NodeSelectorOperator = "Lte"
-)
+// req is a node selector requirement: key normalized, numeric operand parsed once.
+type req = requirements.Requirement
 
-// req is one normalized label requirement.
-type req struct {
-	key    string
-	op     corev1.NodeSelectorOperator
-	values []string
-	num    int64
-	numOK  bool
-}
-
-// newReq normalizes the key (an alias such as beta.kubernetes.io/arch means kubernetes.io/arch,
-// see karpv1.NormalizedLabels) and parses numeric operands.
 func newReq(key string, op corev1.NodeSelectorOperator, values []string) req {
-	r := req{key: karpv1.NormalizeLabel(key), op: op, values: values}
-	switch op {
-	case corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt, opGte, opLte:
-		if len(values) == 1 {
-			if n, err := strconv.ParseInt(values[0], 10, 64); err == nil {
-				r.num, r.numOK = n, true
-			}
-		}
-	}
-	return r
-}
-
-// matches reports whether a label value (has = the label exists) satisfies the requirement.
-func (r *req) matches(v string, has bool) bool {
-	switch r.op {
-	case corev1.NodeSelectorOpIn:
-		return has && slices.Contains(r.values, v)
-	case corev1.NodeSelectorOpNotIn:
-		return !has || !slices.Contains(r.values, v)
-	case corev1.NodeSelectorOpExists:
-		return has
-	case corev1.NodeSelectorOpDoesNotExist:
-		return !has
-	case corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt, opGte, opLte:
-		if !has || !r.numOK {
-			return false
-		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return false
-		}
-		switch r.op {
-		case corev1.NodeSelectorOpGt:
-			return n > r.num
-		case corev1.NodeSelectorOpLt:
-			return n < r.num
-		case opGte:
-			return n >= r.num
-		default:
-			return n <= r.num
-		}
-	}
-	return false
-}
-
-// matchLabels reports whether a label map satisfies every requirement.
-func matchLabels(reqs []req, labels map[string]string) bool {
-	for i := range reqs {
-		v, has := labels[reqs[i].key]
-		if !reqs[i].matches(v, has) {
-			return false
-		}
-	}
-	return true
+	return requirements.New(key, op, values)
 }
 
 // tolerates reports whether a toleration list tolerates a taint (Kubernetes semantics).
@@ -127,90 +60,34 @@ func blockingEffect(e corev1.TaintEffect) bool {
 	return e == corev1.TaintEffectNoSchedule || e == corev1.TaintEffectNoExecute
 }
 
-// domain is the set of values a custom (pool-defined, non-instance-type) label may take on a new
-// node: either a finite set, or any value except excl.
-type domain struct {
-	finite bool
-	vals   []string // sorted, when finite
-	excl   []string // when !finite
-	absent bool     // the label must not exist
-}
-
-func (d *domain) clone() *domain {
-	c := *d
-	c.vals = slices.Clone(d.vals)
-	c.excl = slices.Clone(d.excl)
-	return &c
-}
-
-func (d *domain) empty() bool { return !d.absent && d.finite && len(d.vals) == 0 }
-
-// domainFromReq builds the domain a pool requirement allows.
-func domainFromReq(r req) *domain {
-	switch r.op {
-	case corev1.NodeSelectorOpIn:
-		v := slices.Clone(r.values)
-		slices.Sort(v)
-		return &domain{finite: true, vals: slices.Compact(v)}
-	case corev1.NodeSelectorOpNotIn:
-		return &domain{excl: slices.Clone(r.values)}
-	case corev1.NodeSelectorOpDoesNotExist:
-		return &domain{absent: true}
-	default: // Exists, Gt, Lt, Gte, Lte: any value (numeric bounds are applied to finite sets only)
-		return &domain{}
-	}
-}
+// domain is the set of values a pool-defined label (not an instance type label, zone or
+// capacity type) may take on a new node.
+type domain = requirements.Values
 
 // narrow intersects the domain with a requirement; it returns false when nothing is left.
-func (d *domain) narrow(r *req) bool {
-	if d.absent {
-		return r.matches("", false)
-	}
-	switch r.op {
-	case corev1.NodeSelectorOpDoesNotExist:
-		return false
-	case corev1.NodeSelectorOpExists:
-		return !d.empty()
-	case corev1.NodeSelectorOpNotIn:
-		if d.finite {
-			d.vals = slices.DeleteFunc(d.vals, func(v string) bool { return slices.Contains(r.values, v) })
-		} else {
-			d.excl = append(d.excl, r.values...)
-		}
-	case corev1.NodeSelectorOpIn:
-		if d.finite {
-			d.vals = slices.DeleteFunc(d.vals, func(v string) bool { return !slices.Contains(r.values, v) })
-		} else {
-			v := slices.DeleteFunc(slices.Clone(r.values), func(v string) bool { return slices.Contains(d.excl, v) })
-			slices.Sort(v)
-			d.vals, d.finite, d.excl = slices.Compact(v), true, nil
-		}
-	default:
-		if d.finite {
-			d.vals = slices.DeleteFunc(d.vals, func(v string) bool { return !r.matches(v, true) })
-		}
-	}
-	return !d.empty()
+func narrow(d *domain, r *req) bool {
+	d.Add(*r)
+	return d.Satisfiable()
 }
 
-// intersect narrows d by o (both domains of the same key).
-func (d *domain) intersect(o *domain) bool {
-	if o.absent {
-		if !d.absent {
-			return false
-		}
-		return true
+// intersect narrows d by o (domains of one key); it returns false when nothing is left.
+func intersect(d, o *domain) bool {
+	d.Intersect(o)
+	return d.Satisfiable()
+}
+
+// finiteOf lists the values a domain allows when they are finitely many (nil otherwise).
+func finiteOf(d *domain) []string {
+	vals, _ := d.Finite()
+	return vals
+}
+
+// single is the domain's value when it allows exactly one.
+func single(d *domain) (string, bool) {
+	if vals, ok := d.Finite(); ok && len(vals) == 1 {
+		return vals[0], true
 	}
-	if d.absent {
-		return false
-	}
-	if o.finite {
-		return d.narrow(&req{op: corev1.NodeSelectorOpIn, values: o.vals})
-	}
-	if len(o.excl) > 0 {
-		return d.narrow(&req{op: corev1.NodeSelectorOpNotIn, values: o.excl})
-	}
-	return !d.empty()
+	return "", false
 }
 
 // bitset is a set of small integers (instance type indexes of a pool).

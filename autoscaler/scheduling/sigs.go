@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/karpool/karpool/internal/requirements"
 )
 
 // nodeSig is a set of node requirements plus tolerations: what a pod (at one relaxation level)
@@ -45,10 +47,10 @@ func (s *solver) sigFor(reqs []req, tols []corev1.Toleration, avoid bool) *nodeS
 	}
 	for i := range reqs {
 		r := &reqs[i]
-		b.WriteString(r.key)
+		b.WriteString(r.Key)
 		b.WriteByte(0)
-		b.WriteString(string(r.op))
-		for _, v := range r.values {
+		b.WriteString(string(r.Operator))
+		for _, v := range r.Values {
 			b.WriteByte(1)
 			b.WriteString(v)
 		}
@@ -108,50 +110,50 @@ func (s *solver) evalCompat(sig *nodeSig, p *poolState) *sigCompat {
 	for i := range sig.reqs {
 		r := &sig.reqs[i]
 		switch {
-		case r.key == labelZone:
+		case r.Key == labelZone:
 			c.zoneMask &= s.zoneFilter(r)
 			if c.zoneMask == 0 {
-				c.reason = fmt.Sprintf("nodepool %q offers no zone satisfying %s", p.name, describeReq(r))
+				c.reason = fmt.Sprintf("nodepool %q offers no zone satisfying %s", p.name, r.String())
 				return c
 			}
-		case r.key == labelCapacityType:
+		case r.Key == labelCapacityType:
 			c.ctMask &= ctFilter(r)
 			if c.ctMask == 0 {
-				c.reason = fmt.Sprintf("nodepool %q offers no capacity type satisfying %s", p.name, describeReq(r))
+				c.reason = fmt.Sprintf("nodepool %q offers no capacity type satisfying %s", p.name, r.String())
 				return c
 			}
-		case r.key == labelHostname:
+		case r.Key == labelHostname:
 			// A new node's hostname is not known in advance: only "not this host" can hold.
-			if r.op != corev1.NodeSelectorOpNotIn {
-				c.reason = fmt.Sprintf("requirement %s can only be met by an existing node", describeReq(r))
+			if r.Operator != corev1.NodeSelectorOpNotIn {
+				c.reason = fmt.Sprintf("requirement %s can only be met by an existing node", r.String())
 				return c
 			}
-		case hasKey(p.fixed, r.key):
-			if !r.matches(p.fixed[r.key], true) {
-				c.reason = fmt.Sprintf("nodepool %q sets %s=%s, the pod requires %s", p.name, r.key, p.fixed[r.key], describeReq(r))
+		case hasKey(p.fixed, r.Key):
+			if !r.Matches(p.fixed[r.Key], true) {
+				c.reason = fmt.Sprintf("nodepool %q sets %s=%s, the pod requires %s", p.name, r.Key, p.fixed[r.Key], r.String())
 				return c
 			}
-		case p.custom[r.key] != nil:
+		case p.custom[r.Key] != nil:
 			if c.custom == nil {
 				c.custom = map[string]*domain{}
 			}
-			d := c.custom[r.key]
+			d := c.custom[r.Key]
 			if d == nil {
-				d = p.custom[r.key].clone()
-				c.custom[r.key] = d
+				d = p.custom[r.Key].Clone()
+				c.custom[r.Key] = d
 			}
-			if !d.narrow(r) {
-				c.reason = fmt.Sprintf("nodepool %q allows no value of %s satisfying %s", p.name, r.key, describeReq(r))
+			if !narrow(d, r) {
+				c.reason = fmt.Sprintf("nodepool %q allows no value of %s satisfying %s", p.name, r.Key, r.String())
 				return c
 			}
-		case p.typeKeys[r.key] || isTypeKeyCandidate(r.key):
+		case p.typeKeys[r.Key] || isTypeKeyCandidate(r.Key):
 			typeReqs = append(typeReqs, *r)
-		case r.key == labelRegion && s.in.Region == "":
+		case r.Key == labelRegion && s.in.Region == "":
 			// Unknown region: assume it matches.
 		default:
 			// The pool's nodes will not carry this label.
-			if !r.matches("", false) {
-				c.reason = fmt.Sprintf("label %s is not set by nodepool %q (requirement %s)", r.key, p.name, describeReq(r))
+			if !r.Matches("", false) {
+				c.reason = fmt.Sprintf("label %s is not set by nodepool %q (requirement %s)", r.Key, p.name, r.String())
 				return c
 			}
 		}
@@ -161,7 +163,7 @@ func (s *solver) evalCompat(sig *nodeSig, p *poolState) *sigCompat {
 	var zones uint32
 	for i := range p.types {
 		t := &p.types[i]
-		if !matchLabels(typeReqs, t.it.Labels) || !t.offers(c.zoneMask, c.ctMask) {
+		if !requirements.Match(typeReqs, t.it.Labels) || !t.offers(c.zoneMask, c.ctMask) {
 			continue
 		}
 		c.types.set(i)
@@ -176,7 +178,7 @@ func (s *solver) evalCompat(sig *nodeSig, p *poolState) *sigCompat {
 		if len(typeReqs) > 0 {
 			parts := make([]string, len(typeReqs))
 			for i := range typeReqs {
-				parts[i] = describeReq(&typeReqs[i])
+				parts[i] = typeReqs[i].String()
 			}
 			c.reason = fmt.Sprintf("no instance type of nodepool %q satisfies %s in an allowed zone and capacity type", p.name, strings.Join(parts, ", "))
 		} else {

@@ -442,9 +442,8 @@ func (s *solver) finalizeBin(b *bin, maxTypes int) NodeClaim {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		d := b.custom[k]
-		if d.finite && len(d.vals) > 0 {
-			nc.Labels[k] = d.vals[0]
+		if vals := finiteOf(b.custom[k]); len(vals) > 0 {
+			nc.Labels[k] = vals[0]
 		}
 	}
 
@@ -466,16 +465,8 @@ func (s *solver) finalizeBin(b *bin, maxTypes int) NodeClaim {
 	add(labelZone, corev1.NodeSelectorOpIn, slices.Clone(nc.Zones))
 	add(labelCapacityType, corev1.NodeSelectorOpIn, slices.Clone(nc.CapacityTypes))
 	for _, k := range keys {
-		d := b.custom[k]
-		switch {
-		case d.absent:
-			add(k, corev1.NodeSelectorOpDoesNotExist, nil)
-		case d.finite:
-			add(k, corev1.NodeSelectorOpIn, slices.Clone(d.vals))
-		case len(d.excl) > 0:
-			add(k, corev1.NodeSelectorOpNotIn, slices.Clone(d.excl))
-		default:
-			add(k, corev1.NodeSelectorOpExists, nil)
+		for _, r := range b.custom[k].Requirements(k) {
+			add(r.Key, r.Operator, r.Values)
 		}
 	}
 	for _, mv := range p.minValues {

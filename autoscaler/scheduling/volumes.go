@@ -129,13 +129,13 @@ func mergeZoneTerms(terms [][]req) [][]req {
 	}
 	var vals []string
 	for _, t := range terms {
-		if len(t) != 1 || t[0].op != corev1.NodeSelectorOpIn || t[0].key != terms[0][0].key {
+		if len(t) != 1 || t[0].Operator != corev1.NodeSelectorOpIn || t[0].Key != terms[0][0].Key {
 			return terms
 		}
-		vals = append(vals, t[0].values...)
+		vals = append(vals, t[0].Values...)
 	}
 	slices.Sort(vals)
-	return [][]req{{newReq(terms[0][0].key, corev1.NodeSelectorOpIn, slices.Compact(vals))}}
+	return [][]req{{newReq(terms[0][0].Key, corev1.NodeSelectorOpIn, slices.Compact(vals))}}
 }
 
 // volumeAffinityTerms are a volume's node affinity terms. The hostname of a local or hostPath
@@ -178,7 +178,7 @@ func appendVolumeKey(buf []byte, vols [][]req, why string) []byte {
 	buf = append(buf, why...)
 	for _, alt := range vols {
 		for _, r := range alt {
-			buf = appendReq(buf, r.key, r.op, r.values)
+			buf = appendReq(buf, r.Key, r.Operator, r.Values)
 		}
 		buf = append(buf, 3)
 	}

@@ -7,8 +7,10 @@ import (
 	"strconv"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/karpool/karpool/internal/requirements"
 	"github.com/karpool/karpool/schema"
 )
 
@@ -179,13 +181,13 @@ type overlapIndex struct {
 func (x *overlapIndex) add(p *pool) {
 	in := p.constraints()
 	for k, c := range in {
-		if c.in == nil {
+		if c.In() == nil {
 			continue
 		}
 		if x.byValue[k] == nil {
 			x.byValue[k] = map[string][]*pool{}
 		}
-		for v := range c.in {
+		for _, v := range c.In() {
 			x.byValue[k][v] = append(x.byValue[k][v], p)
 		}
 	}
@@ -193,12 +195,12 @@ func (x *overlapIndex) add(p *pool) {
 		x.keys = map[string]bool{}
 	}
 	for k := range x.keys {
-		if c := in[k]; c == nil || c.in == nil {
+		if c := in[k]; c == nil || c.In() == nil {
 			x.without[k] = append(x.without[k], p)
 		}
 	}
 	for k, c := range in {
-		if c.in != nil && !x.keys[k] {
+		if c.In() != nil && !x.keys[k] {
 			// A key seen for the first time: every pool before p lacks it.
 			x.keys[k] = true
 			x.without[k] = append([]*pool(nil), x.pools...)
@@ -211,11 +213,11 @@ func (x *overlapIndex) candidates(p *pool) []*pool {
 	// The label that leaves the fewest candidates.
 	best, bestN := "", -1
 	for k, c := range p.constraints() {
-		if c.in == nil || !x.keys[k] {
+		if c.In() == nil || !x.keys[k] {
 			continue
 		}
 		n := len(x.without[k])
-		for v := range c.in {
+		for _, v := range c.In() {
 			n += len(x.byValue[k][v])
 		}
 		if bestN < 0 || n < bestN {
@@ -227,7 +229,7 @@ func (x *overlapIndex) candidates(p *pool) []*pool {
 	}
 	seen := map[*pool]bool{}
 	var out []*pool
-	for v := range p.constraints()[best].in {
+	for _, v := range p.constraints()[best].In() {
 		for _, a := range x.byValue[best][v] {
 			if !seen[a] {
 				seen[a] = true
@@ -333,18 +335,16 @@ func bootstrapLint(d *schema.Document, obj any) (schema.Finding, bool) {
 func spotSingleTypeLint(d *schema.Document, obj any, p *pool) (schema.Finding, bool) {
 	ct := p.constraints()["karpenter.sh/capacity-type"]
 	it := p.constraints()["node.kubernetes.io/instance-type"]
-	if ct == nil || ct.in == nil || len(ct.allowed()) != 1 || ct.allowed()[0] != "spot" {
+	if ct == nil || !single(ct, "spot") || it == nil || !single(it, "") {
 		return schema.Finding{}, false
 	}
-	if it == nil || it.in == nil || len(it.allowed()) != 1 {
-		return schema.Finding{}, false
-	}
+	types, _ := it.Finite()
 	path := []string{"spec", "template", "spec", "requirements"}
 	if i := requirementIndex(obj, "node.kubernetes.io/instance-type"); i >= 0 {
 		path = append(path, strconv.Itoa(i), "values")
 	}
 	return d.At(path, schema.Warning, "spot-single-type",
-		fmt.Sprintf("spot-only pool with a single instance type (%s): its spot capacity is often short and is interrupted all at once", it.allowed()[0]),
+		fmt.Sprintf("spot-only pool with a single instance type (%s): its spot capacity is often short and is interrupted all at once", types[0]),
 		"allow several instance types or families of the same size (for example with karpenter.k8s.aws/instance-category and instance-cpu), or on-demand as a fallback"), true
 }
 
@@ -386,7 +386,7 @@ type pool struct {
 	weight int
 	ref    struct{ group, kind, name string }
 	reqs   []rawRequirement
-	built  requirements
+	built  poolRequirements
 }
 
 type rawRequirement struct {
@@ -395,9 +395,9 @@ type rawRequirement struct {
 }
 
 // constraints returns the pool's requirements as constraints per key, built on first use.
-func (p *pool) constraints() requirements {
+func (p *pool) constraints() poolRequirements {
 	if p.built == nil {
-		p.built = requirements{}
+		p.built = poolRequirements{}
 		for _, r := range p.reqs {
 			p.built.add(r.key, r.op, r.values)
 		}
@@ -431,163 +431,38 @@ func newPool(d *schema.Document, obj any) *pool {
 	return p
 }
 
-// requirements is a pool's requirements, per label key, as the set of values a node may carry.
-type requirements map[string]*constraint
-
-// constraint is what a label may be: present or not, one of a set, none of a set, in a range.
-type constraint struct {
-	mustExist, mustNotExist bool
-	in                      map[string]bool // nil: any value
-	notIn                   map[string]bool
-	lo, hi                  *int64 // exclusive bounds
+// single reports whether an In requirement leaves exactly one value (want, unless empty).
+func single(v *requirements.Values, want string) bool {
+	vals, ok := v.Finite()
+	return ok && len(vals) == 1 && (want == "" || vals[0] == want)
 }
 
-func (rs requirements) add(key, op string, values []string) {
-	c := rs[key]
-	if c == nil {
-		c = &constraint{}
-		rs[key] = c
-	}
-	c.and(constraintOf(op, values))
-}
+// poolRequirements is a pool's requirements, per label key, as the set of values a node may
+// carry.
+type poolRequirements map[string]*requirements.Values
 
-func constraintOf(op string, values []string) *constraint {
-	c := &constraint{}
-	set := func() map[string]bool {
-		m := map[string]bool{}
-		for _, v := range values {
-			m[v] = true
-		}
-		return m
+func (rs poolRequirements) add(key, op string, values []string) {
+	r := requirements.New(key, corev1.NodeSelectorOperator(op), values)
+	if v := rs[r.Key]; v != nil {
+		v.Add(r)
+		return
 	}
-	num := func() *int64 {
-		if len(values) != 1 {
-			return nil
-		}
-		n, err := strconv.ParseInt(values[0], 10, 64)
-		if err != nil {
-			return nil
-		}
-		return &n
-	}
-	switch op {
-	case "In":
-		c.mustExist, c.in = true, set()
-	case "NotIn":
-		c.notIn = set()
-	case "Exists":
-		c.mustExist = true
-	case "DoesNotExist":
-		c.mustNotExist = true
-	case "Gt":
-		c.mustExist, c.lo = true, num()
-	case "Gte":
-		c.mustExist = true
-		if n := num(); n != nil {
-			m := *n - 1
-			c.lo = &m
-		}
-	case "Lt":
-		c.mustExist, c.hi = true, num()
-	case "Lte":
-		c.mustExist = true
-		if n := num(); n != nil {
-			m := *n + 1
-			c.hi = &m
-		}
-	}
-	return c
-}
-
-// and narrows c by o.
-func (c *constraint) and(o *constraint) {
-	c.mustExist = c.mustExist || o.mustExist
-	c.mustNotExist = c.mustNotExist || o.mustNotExist
-	switch {
-	case c.in == nil && o.in != nil:
-		c.in = map[string]bool{}
-		for v := range o.in {
-			c.in[v] = true
-		}
-	case o.in != nil:
-		for v := range c.in {
-			if !o.in[v] {
-				delete(c.in, v)
-			}
-		}
-	}
-	if o.notIn != nil {
-		if c.notIn == nil {
-			c.notIn = map[string]bool{}
-		}
-		for v := range o.notIn {
-			c.notIn[v] = true
-		}
-	}
-	if o.lo != nil && (c.lo == nil || *o.lo > *c.lo) {
-		c.lo = o.lo
-	}
-	if o.hi != nil && (c.hi == nil || *o.hi < *c.hi) {
-		c.hi = o.hi
-	}
-}
-
-// allowed lists the values of an In constraint that the rest of it lets through.
-func (c *constraint) allowed() []string {
-	var out []string
-	for v := range c.in {
-		if c.ok(v) {
-			out = append(out, v)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-func (c *constraint) ok(v string) bool {
-	if c.notIn[v] {
-		return false
-	}
-	if c.lo != nil || c.hi != nil {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || c.lo != nil && n <= *c.lo || c.hi != nil && n >= *c.hi {
-			return false
-		}
-	}
-	return true
-}
-
-// satisfiable reports whether some node label (or its absence) meets c.
-func (c *constraint) satisfiable() bool {
-	if c.mustExist && c.mustNotExist {
-		return false
-	}
-	if c.mustNotExist {
-		return true // the label is absent
-	}
-	if c.in != nil {
-		return len(c.allowed()) > 0
-	}
-	if c.lo != nil && c.hi != nil && *c.hi-*c.lo <= 1 {
-		return false
-	}
-	return true
+	rs[r.Key] = requirements.Of(r)
 }
 
 // overlaps reports whether some node could meet both pools' requirements.
-func (rs requirements) overlaps(o requirements) bool {
-	for k, c := range rs {
-		both := &constraint{}
-		both.and(c)
-		if oc := o[k]; oc != nil {
-			both.and(oc)
+func (rs poolRequirements) overlaps(o poolRequirements) bool {
+	for k, v := range rs {
+		both := v.Clone()
+		if ov := o[k]; ov != nil {
+			both.Intersect(ov)
 		}
-		if !both.satisfiable() {
+		if !both.Satisfiable() {
 			return false
 		}
 	}
-	for k, c := range o {
-		if _, ok := rs[k]; !ok && !c.satisfiable() {
+	for k, v := range o {
+		if _, ok := rs[k]; !ok && !v.Satisfiable() {
 			return false
 		}
 	}

@@ -3,13 +3,13 @@ package aws
 import (
 	"cmp"
 	"slices"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	"github.com/karpool/karpool/autoscaler/catalog"
+	"github.com/karpool/karpool/internal/requirements"
 )
 
 const (
@@ -18,65 +18,33 @@ const (
 	labelArch         = corev1.LabelArchStable
 )
 
-// requirements are a NodeClaim's requirements by key (all must hold).
-type requirements map[string][]karpv1.NodeSelectorRequirementWithMinValues
+// claimRequirements are a NodeClaim's requirements by key (all must hold).
+type claimRequirements map[string][]requirements.Requirement
 
-func requirementsOf(nc *karpv1.NodeClaim) requirements {
-	out := requirements{}
+func requirementsOf(nc *karpv1.NodeClaim) claimRequirements {
+	out := claimRequirements{}
 	for _, r := range nc.Spec.Requirements {
-		out[r.Key] = append(out[r.Key], r)
+		req := requirements.New(r.Key, r.Operator, r.Values)
+		out[req.Key] = append(out[req.Key], req)
 	}
 	return out
 }
 
 // allows reports whether a label with this value (present = false when the node will not
 // carry the label) satisfies every requirement on key. Keys without requirements allow anything.
-func (rs requirements) allows(key, value string, present bool) bool {
-	for _, r := range rs[key] {
-		if !requirementAllows(r, value, present) {
+func (rs claimRequirements) allows(key, value string, present bool) bool {
+	for i := range rs[key] {
+		if !rs[key][i].Matches(value, present) {
 			return false
 		}
 	}
 	return true
 }
 
-func requirementAllows(r karpv1.NodeSelectorRequirementWithMinValues, value string, present bool) bool {
-	switch r.Operator {
-	case corev1.NodeSelectorOpIn:
-		return present && slices.Contains(r.Values, value)
-	case corev1.NodeSelectorOpNotIn:
-		return !present || !slices.Contains(r.Values, value)
-	case corev1.NodeSelectorOpExists:
-		return present
-	case corev1.NodeSelectorOpDoesNotExist:
-		return !present
-	}
-	// Numeric operators: Gt, Lt, Gte, Lte.
-	if !present || len(r.Values) != 1 {
-		return false
-	}
-	v, err1 := strconv.ParseInt(value, 10, 64)
-	bound, err2 := strconv.ParseInt(r.Values[0], 10, 64)
-	if err1 != nil || err2 != nil {
-		return false
-	}
-	switch string(r.Operator) {
-	case "Gt":
-		return v > bound
-	case "Lt":
-		return v < bound
-	case "Gte":
-		return v >= bound
-	case "Lte":
-		return v <= bound
-	}
-	return false
-}
-
 // instanceTypeAllowed checks the requirements on the labels an instance type defines. Keys the
 // type does not define (pool labels, zone, capacity type) are checked elsewhere or are labels
 // karpool itself applies; well-known instance keys the type lacks count as absent.
-func (rs requirements) instanceTypeAllowed(it *catalog.InstanceType) bool {
+func (rs claimRequirements) instanceTypeAllowed(it *catalog.InstanceType) bool {
 	for key := range rs {
 		v, ok := it.Labels[key]
 		if !ok && !strings.HasPrefix(key, "karpenter.k8s.aws/instance-") {
