@@ -65,42 +65,27 @@ func Take(ctx context.Context, r client.Reader) (*Cluster, error) {
 			return nil, fmt.Errorf("list %T: %w", l, err)
 		}
 	}
-	c := &Cluster{NodeClasses: make(map[string]*awsv1.EC2NodeClass, len(classes.Items))}
-	for i := range pods.Items {
-		c.Pods = append(c.Pods, &pods.Items[i])
-	}
-	for i := range nodes.Items {
-		c.Nodes = append(c.Nodes, &nodes.Items[i])
-	}
-	for i := range ds.Items {
-		c.DaemonSets = append(c.DaemonSets, &ds.Items[i])
-	}
-	for i := range pools.Items {
-		c.NodePools = append(c.NodePools, &pools.Items[i])
+	c := &Cluster{
+		Pods: pointers(pods.Items), Nodes: pointers(nodes.Items), DaemonSets: pointers(ds.Items),
+		NodePools: pointers(pools.Items), NodeClaims: pointers(claims.Items), PDBs: pointers(pdbs.Items),
+		Namespaces: pointers(nss.Items), VolumeClaims: pointers(pvcs.Items), Volumes: pointers(pvs.Items),
+		StorageClasses: pointers(scs.Items),
+		NodeClasses:    make(map[string]*awsv1.EC2NodeClass, len(classes.Items)),
 	}
 	for i := range classes.Items {
 		c.NodeClasses[classes.Items[i].Name] = &classes.Items[i]
 	}
-	for i := range claims.Items {
-		c.NodeClaims = append(c.NodeClaims, &claims.Items[i])
-	}
-	for i := range pdbs.Items {
-		c.PDBs = append(c.PDBs, &pdbs.Items[i])
-	}
-	for i := range nss.Items {
-		c.Namespaces = append(c.Namespaces, &nss.Items[i])
-	}
-	for i := range pvcs.Items {
-		c.VolumeClaims = append(c.VolumeClaims, &pvcs.Items[i])
-	}
-	for i := range pvs.Items {
-		c.Volumes = append(c.Volumes, &pvs.Items[i])
-	}
-	for i := range scs.Items {
-		c.StorageClasses = append(c.StorageClasses, &scs.Items[i])
-	}
 	c.index()
 	return c, nil
+}
+
+// pointers points at each item of a list.
+func pointers[T any](items []T) []*T {
+	out := make([]*T, len(items))
+	for i := range items {
+		out[i] = &items[i]
+	}
+	return out
 }
 
 // New builds a snapshot from objects already in memory (tests, simulations).
