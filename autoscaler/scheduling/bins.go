@@ -481,8 +481,8 @@ func (s *solver) launchZone(b *bin, c *class, req *catalog.Resources, k int) int
 }
 
 // minValuesZones are the zones of the mask that keep the pool's minValues satisfied for the
-// NodeClaim (the whole mask when the pool has none).
-func (s *solver) minValuesZones(b *bin, m uint32, req *catalog.Resources, k int) uint32 {
+// NodeClaim narrowed to types (the whole mask when the pool has none).
+func (s *solver) minValuesZones(b *bin, types bitset, m uint32, req *catalog.Resources, k int) uint32 {
 	p := s.pools[b.pool]
 	if len(p.minValues) == 0 {
 		return m
@@ -490,7 +490,7 @@ func (s *solver) minValuesZones(b *bin, m uint32, req *catalog.Resources, k int)
 	var ok uint32
 	for mm := m; mm != 0; mm &= mm - 1 {
 		z := bits.TrailingZeros32(mm)
-		if s.minValuesOK(b, b.types, 1<<z, b.ctMask, req, k) {
+		if s.minValuesOK(b, types, 1<<z, b.ctMask, req, k) {
 			ok |= 1 << z
 		}
 	}
@@ -505,7 +505,7 @@ func (s *solver) zoneFor(b *bin, allowed uint32) int32 {
 	best, bestPrice := int32(-1), 0.0
 	m := b.zoneMask & allowed
 	var none catalog.Resources
-	if m = s.minValuesZones(b, m, &none, 0); m == 0 {
+	if m = s.minValuesZones(b, b.types, m, &none, 0); m == 0 {
 		return -1 // no single zone keeps the pool's minValues: leave the zone open
 	}
 	for m != 0 {

@@ -308,20 +308,21 @@ func (s *solver) binCapacity(c *class, v *variant, b *bin, z int32) (int, bool, 
 	if b.kind == binNew && len(s.pools[b.pool].minValues) > 0 {
 		p := s.pools[b.pool]
 		cp := s.compatWith(v.sig, p)
-		zm := b.zoneMask & cp.zoneMask
-		if z >= 0 {
-			zm &= 1 << z
-		} else if c.needZone && !c.free && b.zone < 0 && bits.OnesCount32(zm) > 1 {
-			if zz := s.pickZone(c, b); zz >= 0 {
-				zm &= 1 << zz
-			}
-		}
 		types := b.types
 		if !cp.all {
 			types = make(bitset, len(b.types))
 			types.and(b.types, cp.types)
 		}
-		types = s.filterNarrow(c, b, s.withoutPortClashes(c, p, types), zm)
+		types = s.withoutPortClashes(c, p, types)
+		zm := b.zoneMask & cp.zoneMask
+		if z >= 0 {
+			zm &= 1 << z
+		} else if c.needZone && !c.free && b.zone < 0 && bits.OnesCount32(zm) > 1 {
+			if zz := s.pickZone(c, b, types); zz >= 0 {
+				zm &= 1 << zz
+			}
+		}
+		types = s.filterNarrow(c, b, types, zm)
 		for k > 0 && !s.minValuesOK(b, types, zm, b.ctMask&cp.ctMask, &c.req, k) {
 			k--
 		}
@@ -960,7 +961,7 @@ func (s *solver) narrowBin(c *class, v *variant, b *bin, z int32, k int) {
 		if bits.OnesCount32(b.zoneMask) == 1 {
 			s.narrowZone(b, int32(bits.TrailingZeros32(b.zoneMask)))
 		} else if c.needZone && !c.free {
-			if zz := s.pickZone(c, b); zz >= 0 {
+			if zz := s.pickZone(c, b, b.types); zz >= 0 {
 				s.narrowZone(b, zz)
 			} else if zz := s.launchZone(b, c, &c.req, k); zz >= 0 {
 				s.launchIn(b, zz)
@@ -973,8 +974,9 @@ func (s *solver) narrowBin(c *class, v *variant, b *bin, z int32, k int) {
 }
 
 // pickZone chooses a zone for an undecided NodeClaim that receives pods counted per zone: the
-// zone where those pods' counters are lowest, then the cheapest (-1: leave it open).
-func (s *solver) pickZone(c *class, b *bin) int32 {
+// zone where those pods' counters are lowest, then the cheapest (-1: leave it open). types are
+// the NodeClaim's types the class's pods accept.
+func (s *solver) pickZone(c *class, b *bin, types bitset) int32 {
 	p := s.pools[b.pool]
 	t := &p.types[b.target]
 	best, bestCount, bestPrice := int32(-1), int32(0), 0.0
@@ -982,7 +984,7 @@ func (s *solver) pickZone(c *class, b *bin) int32 {
 	if len(p.minValues) > 0 {
 		// No zone alone keeps minValues: leave the zone open (and the pods uncounted per zone
 		// until it is settled), as Karpenter does for NodeClaims spanning zones.
-		if m0 = s.minValuesZones(b, m0, &c.req, 1); m0 == 0 {
+		if m0 = s.minValuesZones(b, types, m0, &c.req, 1); m0 == 0 {
 			return -1
 		}
 	}
