@@ -1,11 +1,13 @@
 package scheduling
 
 import (
-	"github.com/karpool/karpool/internal/requirements"
-	corev1 "k8s.io/api/core/v1"
 	"math"
 	"slices"
 	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/karpool/karpool/internal/requirements"
 )
 
 // maxLabelChoices caps how many label assignments openBin tries for one new NodeClaim.
