@@ -3,6 +3,7 @@ package scheduling
 import (
 	"math"
 	"math/bits"
+	"slices"
 	"sort"
 
 	"github.com/karpool/karpool/autoscaler/catalog"
@@ -31,7 +32,9 @@ func (s *solver) fold() bool {
 	if len(sources) == 0 {
 		return false
 	}
-	price := func(b *bin) float64 { pr, _ := s.binPrice(b); return pr }
+	// What a NodeClaim costs is its target's price (shrink has made the target its cheapest
+	// option): a table lookup, where binPrice would walk every type.
+	price := func(b *bin) float64 { return s.pools[b.pool].prices(s, b.zoneMask, b.ctMask)[b.target] }
 	sort.SliceStable(sources, func(i, j int) bool { return price(sources[i]) < price(sources[j]) })
 	if len(sources) > foldSources {
 		sources = sources[:foldSources]
@@ -42,6 +45,7 @@ func (s *solver) fold() bool {
 			continue
 		}
 		pb := price(b)
+		classes := s.classesOf(b)
 		var best *bin
 		var bestPlan foldPlan
 		saving := 1e-9
@@ -50,7 +54,7 @@ func (s *solver) fold() bool {
 				continue
 			}
 			po := price(o)
-			plan, ok := s.foldInto(b, o, po+pb-saving)
+			plan, ok := s.foldInto(b, o, classes, po+pb-saving)
 			if ok && po+pb-plan.price > saving {
 				best, bestPlan, saving = o, plan, po+pb-plan.price
 			}
@@ -91,20 +95,15 @@ type foldPlan struct {
 	price  float64
 }
 
-// foldInto plans o taking b's pods: the cheapest type priced below budget that every pod of
-// both accepts and that holds them all, within the pool's limits once b is gone.
-func (s *solver) foldInto(b, o *bin, budget float64) (foldPlan, bool) {
+// foldInto plans o taking b's pods (of the given classes): the cheapest type priced below
+// budget that every pod of both accepts and that holds them all, within the pool's limits once
+// b is gone. It allocates only for the plan it returns: it runs for many pairs.
+func (s *solver) foldInto(b, o *bin, classes []*class, budget float64) (foldPlan, bool) {
 	p := s.pools[o.pool]
 	plan := foldPlan{zones: o.zoneMask, cts: o.ctMask, target: -1}
-	types := o.types
-	narrowed := false
-	seen := map[*class]bool{}
-	for _, pi := range b.pods {
-		c := s.podClass[pi]
-		if seen[c] {
-			continue
-		}
-		seen[c] = true
+	var narrowing [8]*sigCompat
+	narrow := narrowing[:0] // compatibilities that do not allow every type
+	for _, c := range classes {
 		cp := s.compatWith(c.variants[c.v].sig, p)
 		if !cp.ok || !s.customPossible(o, cp) {
 			return plan, false
@@ -112,13 +111,7 @@ func (s *solver) foldInto(b, o *bin, budget float64) (foldPlan, bool) {
 		plan.zones &= cp.zoneMask
 		plan.cts &= cp.ctMask
 		if !cp.all {
-			if !narrowed {
-				types, narrowed = types.clone(), true
-			}
-			types.and(types, cp.types)
-		}
-		if cp.custom != nil {
-			plan.custom = append(plan.custom, cp)
+			narrow = append(narrow, cp)
 		}
 	}
 	if plan.zones == 0 || plan.cts == 0 || o.zone >= 0 && plan.zones&(1<<o.zone) == 0 {
@@ -133,16 +126,46 @@ func (s *solver) foldInto(b, o *bin, budget float64) (foldPlan, bool) {
 			break
 		}
 		t := &p.types[i]
-		if !types.has(i) || !fits(&need, &t.usable) || !t.offers(plan.zones, plan.cts) {
+		if !o.types.has(i) || !allHave(narrow, i) || !fits(&need, &t.usable) || !t.offers(plan.zones, plan.cts) {
 			continue
 		}
 		if i != int(o.target) && !s.fitsAfterFold(b, p, cur, t) {
 			continue
 		}
-		plan.types, plan.target, plan.price = types, i, prices[i]
+		plan.types = o.types.clone()
+		for _, cp := range narrow {
+			plan.types.and(plan.types, cp.types)
+		}
+		for _, c := range classes {
+			if cp := s.compatWith(c.variants[c.v].sig, p); cp.custom != nil {
+				plan.custom = append(plan.custom, cp)
+			}
+		}
+		plan.target, plan.price = i, prices[i]
 		return plan, true
 	}
 	return plan, false
+}
+
+// allHave reports whether every compatibility allows type i.
+func allHave(cps []*sigCompat, i int) bool {
+	for _, cp := range cps {
+		if !cp.types.has(i) {
+			return false
+		}
+	}
+	return true
+}
+
+// classesOf lists the distinct classes of a NodeClaim's pods.
+func (s *solver) classesOf(b *bin) []*class {
+	var out []*class
+	for _, pi := range b.pods {
+		if c := s.podClass[pi]; !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // fitsAfterFold reports whether o's pool stays within its limits with o grown from cur to t and

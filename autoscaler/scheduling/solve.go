@@ -420,7 +420,6 @@ func (s *solver) finalizeBin(b *bin, maxTypes int) NodeClaim {
 			}
 			tmpl[labelZone] = zone
 			tmpl[labelCapacityType] = of.CapacityType
-			karpv1.WithLabelAliases(tmpl)
 			if s.labelTemplates == nil {
 				s.labelTemplates = map[labelsKey]map[string]string{}
 			}

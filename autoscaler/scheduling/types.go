@@ -124,7 +124,8 @@ type NodeClaim struct {
 	// Requirements for the NodeClaim spec: the pool's requirements narrowed by the pods'.
 	Requirements []karpv1.NodeSelectorRequirementWithMinValues
 	// Labels the node will carry if launched as the cheapest option (instance type labels, zone,
-	// capacity type, pool and template labels, hostname placeholder).
+	// capacity type, pool and template labels, hostname placeholder); the deprecated aliases the
+	// kubelet, cloud controller and EBS CSI driver add (karpv1.NormalizedLabels) are left out.
 	Labels map[string]string
 	// Taints and StartupTaints come from the pool's template.
 	Taints        []karpv1.Taint

@@ -417,6 +417,9 @@ func (c *checker) buildNodes() {
 			}
 		}
 		for k, v := range lbl {
+			if _, alias := karpv1.NormalizedLabels[k]; alias {
+				continue // the kubelet, cloud controller or CSI driver sets it, not karpool
+			}
 			if nc.Labels[k] != v {
 				c.fail("nodeclaim %s: label %s=%q, expected %q for its cheapest option %s", nc.Name, k, nc.Labels[k], v, it.Name)
 			}

@@ -121,14 +121,12 @@ func TestCheckerCatchesTampering(t *testing.T) {
 			small := in.Pools[0].InstanceTypes[0]
 			nc.InstanceTypes = append([]scheduling.InstanceTypeOption{{Type: &small, PricePerHour: 0.1, Offerings: small.Offerings}}, nc.InstanceTypes...)
 			nc.Labels["node.kubernetes.io/instance-type"] = "small"
-			nc.Labels["beta.kubernetes.io/instance-type"] = "small"
 		}, "does not fit"},
 		{"unsorted options", func(in *scheduling.Input, res *scheduling.Result) {
 			for i := range res.NodeClaims {
 				if len(res.NodeClaims[i].InstanceTypes) > 1 {
 					slices.Reverse(res.NodeClaims[i].InstanceTypes)
 					res.NodeClaims[i].Labels["node.kubernetes.io/instance-type"] = res.NodeClaims[i].InstanceTypes[0].Type.Name
-					res.NodeClaims[i].Labels["beta.kubernetes.io/instance-type"] = res.NodeClaims[i].InstanceTypes[0].Type.Name
 					return
 				}
 			}
