@@ -118,11 +118,18 @@ func TestUp(t *testing.T) {
 		return c.Get(ctx, client.ObjectKey{Name: "default"}, &karpv1.NodePool{})
 	})
 	// The repository holds pools only: inflate is applied outside Git, so PoolSync does not own it.
+	// The inventory is written to the status after the apply the NodePool came from.
 	ps := &v1alpha1.PoolSync{}
-	if err := c.Get(ctx, client.ObjectKey{Name: "pools"}, ps); err != nil {
-		t.Fatal(err)
-	}
-	if ps.Status.Inventory == nil || len(ps.Status.Inventory.Entries) != 2 {
+	eventually(t, ctx, "PoolSync inventory recorded", time.Minute, func() error {
+		if err := c.Get(ctx, client.ObjectKey{Name: "pools"}, ps); err != nil {
+			return err
+		}
+		if ps.Status.Inventory == nil || len(ps.Status.Inventory.Entries) == 0 {
+			return fmt.Errorf("no inventory yet")
+		}
+		return nil
+	})
+	if n := len(ps.Status.Inventory.Entries); n != 2 {
 		t.Fatalf("PoolSync inventory %+v, want the EC2NodeClass and the NodePool", ps.Status.Inventory)
 	}
 	for _, e := range ps.Status.Inventory.Entries {
