@@ -179,16 +179,14 @@ func (s *solver) counterWith(topologyKey string, ns nsMatcher, sel labels.Select
 	return c.id
 }
 
-// classKey writes everything scheduling-relevant about a pod into buf.
-func classKey(buf []byte, pod *corev1.Pod, req *catalog.Resources, unknown string) []byte {
+// classKey writes everything scheduling-relevant about a pod into buf; resources is the pod's
+// resourceKey (pods whose specs differ but request the same land in different classes, which
+// costs a class, not a wrong plan).
+func classKey(buf []byte, pod *corev1.Pod, resources []byte) []byte {
 	buf = append(buf, pod.Namespace...)
 	buf = append(buf, 0)
 	buf = appendSortedMap(buf, pod.Labels)
-	for _, v := range req {
-		buf = strconv.AppendInt(buf, v, 36)
-		buf = append(buf, ',')
-	}
-	buf = append(buf, unknown...)
+	buf = append(buf, resources...)
 	buf = append(buf, 1)
 	if pod.Spec.Priority != nil {
 		buf = strconv.AppendInt(buf, int64(*pod.Spec.Priority), 10)
@@ -383,8 +381,8 @@ func (s *solver) buildClasses() {
 		if pod == nil {
 			continue
 		}
-		requests, unknown := s.podRequests(pod)
-		buf = classKey(buf[:0], pod, &requests, unknown)
+		s.resBuf = resourceKey(s.resBuf[:0], pod)
+		buf = classKey(buf[:0], pod, s.resBuf)
 		var vols [][]req
 		var volWhy string
 		if len(pod.Spec.Volumes) > 0 {
@@ -393,6 +391,7 @@ func (s *solver) buildClasses() {
 		}
 		c, ok := idx[string(buf)]
 		if !ok {
+			requests, unknown := s.requestsFor(s.resBuf, pod)
 			c = &class{id: len(s.classes), req: requests, ns: pod.Namespace, labels: pod.Labels, vols: vols, blocked: volWhy}
 			if unknown != "" {
 				c.blocked = fmt.Sprintf("requests resource %s, which no instance type offers", unknown)

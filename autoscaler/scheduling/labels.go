@@ -19,10 +19,13 @@ const maxLabelChoices = 16
 // capacity types, or anti-affinity on kubernetes.io/arch, needs a node of the value its counts
 // allow, which is not always the value of the cheapest type.
 func (s *solver) labelChoices(v *variant, p *poolState, cp *sigCompat, zones uint32) []*sigCompat {
-	choices := []*sigCompat{cp}
 	if !v.labelCons {
-		return choices
+		// The common case, once per NodeClaim opened for a constrained class: no allocation.
+		// A range over the one-element result reads it before its body runs.
+		s.oneChoice[0] = cp
+		return s.oneChoice[:]
 	}
+	choices := []*sigCompat{cp}
 	for _, key := range v.labelKeys(s) {
 		var next []*sigCompat
 		for _, ch := range choices {

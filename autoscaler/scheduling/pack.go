@@ -577,16 +577,20 @@ func (s *solver) candidates(p *poolState, allowed bitset, prices []float64, dual
 // fill packs items into one node of type t, greedily by the dot product of the pod's size and
 // the room left (both relative to the node's size); pattern receives the count per item. It
 // returns the dual value packed.
+//
+// It is the cost packer's inner loop (and repack's): it works on a compact copy of the items
+// that fit, over only the resources some item requests.
 func (s *solver) fill(t *typeInfo, items []*packItem, pattern []int) float64 {
-	room := t.usable
 	// Only the resources some item requests matter.
 	var active [catalog.NumResources]int
 	var inv [catalog.NumResources]float64
+	var room [catalog.NumResources]int64 // per active resource
 	na := 0
 	for r := catalog.Resource(0); r < catalog.NumResources; r++ {
 		for _, it := range items {
 			if it.c.req[r] > 0 {
 				active[na] = int(r)
+				room[na] = t.usable[r]
 				if t.usable[r] > 0 {
 					inv[na] = 1 / float64(t.usable[r])
 				}
@@ -595,52 +599,75 @@ func (s *solver) fill(t *typeInfo, items []*packItem, pattern []int) float64 {
 			}
 		}
 	}
-	live := s.liveBuf[:0]
+	live := s.fillBuf[:0]
 	for i, it := range items {
 		pattern[i] = 0
-		if fits(&it.c.req, &room) {
-			live = append(live, int32(i))
+		f := fillItem{idx: int32(i), rem: it.rem}
+		fitsNode := true
+		for a := 0; a < na; a++ {
+			f.req[a] = it.c.req[active[a]]
+			f.q[a] = float64(f.req[a]) * inv[a]
+			fitsNode = fitsNode && f.req[a] <= room[a]
+		}
+		if fitsNode {
+			live = append(live, f)
 		}
 	}
 	value := 0.0
 	for len(live) > 0 {
 		bi, bestDot := -1, -1.0
 		k := 0
-		for _, i := range live {
-			it := items[i]
-			req := &it.c.req
-			ok := pattern[i] < it.rem
+		for j := range live {
+			f := &live[j]
+			if pattern[f.idx] >= f.rem {
+				continue // all placed: drop it
+			}
 			dot := 0.0
-			for a := 0; a < na && ok; a++ {
-				r := active[a]
-				if req[r] > room[r] {
+			ok := true
+			for a := 0; a < na; a++ {
+				if f.req[a] > room[a] {
 					ok = false
 					break
 				}
-				dot += float64(req[r]) * inv[a] * float64(room[r]) * inv[a]
+				dot += f.q[a] * float64(room[a]) * inv[a]
 			}
 			if !ok {
 				continue // never fits again in this node: drop it
 			}
-			live[k] = i
-			k++
+			live[k] = *f
 			if dot > bestDot {
-				bi, bestDot = int(i), dot
+				bi, bestDot = k, dot
 			}
+			k++
 		}
 		live = live[:k]
 		if bi < 0 {
 			break
 		}
-		it := items[bi]
+		f := &live[bi]
 		// Take a few at once when many fit.
-		n := max(1, min(it.rem-pattern[bi], fitCount(&it.c.req, &room, it.rem)/packChunk))
-		pattern[bi] += n
-		value += float64(n) * it.val
-		for r := range room {
-			room[r] -= it.c.req[r] * int64(n)
+		n := f.rem
+		for a := 0; a < na; a++ {
+			if f.req[a] > 0 {
+				n = min(n, int(room[a]/f.req[a]))
+			}
+		}
+		n = max(1, min(f.rem-pattern[f.idx], n/packChunk))
+		pattern[f.idx] += n
+		value += float64(n) * items[f.idx].val
+		for a := 0; a < na; a++ {
+			room[a] -= f.req[a] * int64(n)
 		}
 	}
-	s.liveBuf = live
+	s.fillBuf = live
 	return value
+}
+
+// fillItem is an item as fill sees it: its requests and their share of the node per active
+// resource (q = request / node size), its pods left and its index in the items.
+type fillItem struct {
+	req [catalog.NumResources]int64
+	q   [catalog.NumResources]float64
+	idx int32
+	rem int
 }

@@ -148,14 +148,19 @@ func defaultRequests(r *corev1.ResourceRequirements) {
 // Deployment share it, and the upstream helper allocates.
 func (s *solver) podRequests(pod *corev1.Pod) (catalog.Resources, string) {
 	s.resBuf = resourceKey(s.resBuf[:0], pod)
-	if e, ok := s.resCache[string(s.resBuf)]; ok {
+	return s.requestsFor(s.resBuf, pod)
+}
+
+// requestsFor is podRequests for a pod whose resourceKey is key.
+func (s *solver) requestsFor(key []byte, pod *corev1.Pod) (catalog.Resources, string) {
+	if e, ok := s.resCache[string(key)]; ok {
 		return e.req, e.unknown
 	}
 	req, unknown := PodRequests(pod)
 	if s.resCache == nil {
 		s.resCache = map[string]podReq{}
 	}
-	s.resCache[string(s.resBuf)] = podReq{req, unknown}
+	s.resCache[string(key)] = podReq{req, unknown}
 	return req, unknown
 }
 
@@ -192,20 +197,29 @@ func resourceKey(buf []byte, pod *corev1.Pod) []byte {
 	return appendResourceList(buf, pod.Spec.Overhead)
 }
 
+// appendResourceList writes cpu, then memory, then any other resources in name order. The two
+// common names are looked up directly: iterating a map (and sorting) per pod was a visible part
+// of building the classes.
 func appendResourceList(buf []byte, list corev1.ResourceList) []byte {
-	switch len(list) {
-	case 0:
+	if len(list) == 0 {
 		return buf
-	case 1:
-		for name, q := range list {
+	}
+	seen := 0
+	for _, name := range [...]corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if q, ok := list[name]; ok {
 			buf = appendQuantity(buf, name, q)
+			seen++
 		}
+	}
+	if seen == len(list) {
 		return buf
 	}
 	var arr [8]corev1.ResourceName
 	names := arr[:0]
 	for name := range list {
-		names = append(names, name)
+		if name != corev1.ResourceCPU && name != corev1.ResourceMemory {
+			names = append(names, name)
+		}
 	}
 	slices.Sort(names)
 	for _, name := range names {

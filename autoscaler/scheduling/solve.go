@@ -64,7 +64,11 @@ type solver struct {
 	resCache map[string]podReq
 	resBuf   []byte
 
-	liveBuf []int32 // scratch for fill
+	// claimBins are the bins of the result's NodeClaims, in order.
+	claimBins []*bin
+
+	fillBuf   []fillItem    // scratch for fill
+	oneChoice [1]*sigCompat // labelChoices' result when nothing is open
 	// scratch for computeDuals
 	lpCols  [][]float64
 	lpCosts []float64
@@ -77,22 +81,28 @@ type solver struct {
 // memory:cpu ratio (splitByRatio) is far ahead when the cheapest cpu and the cheapest memory
 // come from families the pods' own ratios cannot combine, and can be slightly behind the
 // general packer when the LP's prices are realizable as they are. In that second case the plan
-// without the split is computed too, and the better one is returned: fewer unschedulable pods,
-// then the lower price.
+// without the split is computed too, and the better one is kept: fewer unschedulable pods,
+// then the lower price. Its most wasteful NodeClaims are then solved again (repack).
 func Solve(in *Input) *Result {
-	res, doubt := solve(in, true)
-	if !doubt {
-		return res
-	}
-	alt, _ := solve(in, false)
-	if len(alt.Unschedulable) < len(res.Unschedulable) ||
-		len(alt.Unschedulable) == len(res.Unschedulable) && alt.TotalPricePerHour() < res.TotalPricePerHour() {
-		return alt
-	}
-	return res
+	res, s := solveBest(in)
+	return s.repack(res)
 }
 
-func solve(in *Input, split bool) (*Result, bool) {
+// solveBest is Solve without the final re-packing (see repack).
+func solveBest(in *Input) (*Result, *solver) {
+	res, s := solve(in, true)
+	if !s.splitUsed || !s.splitDoubt {
+		return res, s
+	}
+	alt, as := solve(in, false)
+	if len(alt.Unschedulable) < len(res.Unschedulable) ||
+		len(alt.Unschedulable) == len(res.Unschedulable) && alt.TotalPricePerHour() < res.TotalPricePerHour() {
+		return alt, as
+	}
+	return res, s
+}
+
+func solve(in *Input, split bool) (*Result, *solver) {
 	s := &solver{
 		in:            in,
 		sigs:          map[string]*nodeSig{},
@@ -150,7 +160,7 @@ func solve(in *Input, split bool) (*Result, bool) {
 	if s.fold() {
 		s.retryRounds(all, 4)
 	}
-	return s.result(), s.splitUsed && s.splitDoubt
+	return s.result(), s
 }
 
 // retryRounds shrinks the new NodeClaims and retries the classes with pods left, while that
@@ -246,6 +256,7 @@ func (s *solver) result() *Result {
 		nc.Labels[labelHostname] = nc.Name
 		claimOf[b.id] = len(res.NodeClaims)
 		res.NodeClaims = append(res.NodeClaims, nc)
+		s.claimBins = append(s.claimBins, b)
 	}
 	// Bindings in placement order (sequence numbers are unique; unbound ones are dropped).
 	bySeq := make([]int32, s.seq)
