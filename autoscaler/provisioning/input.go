@@ -1,12 +1,8 @@
 package provisioning
 
 import (
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 
-	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
-	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/scheduling"
 	"github.com/karpool/karpool/autoscaler/state"
 )
@@ -21,7 +17,8 @@ type Nominations map[types.UID]string
 // input builds the scheduling engine's input from a snapshot: pending pods (minus those
 // nominated to in-flight NodeClaims), existing nodes with their pods, in-flight NodeClaims with
 // their nominated pods, daemonsets, volume claims, volumes and storage classes, and the pools
-// whose node class is ready with the instance types the cloud offers for it.
+// whose node class is ready with the instance types the cloud offers for it. The engine sizes
+// in-flight NodeClaims that have not launched yet from their instance-type options.
 func input(c *state.Cluster, pools []scheduling.Pool, noms Nominations, region string) *scheduling.Input {
 	in := &scheduling.Input{
 		Nodes:      make([]scheduling.ExistingNode, 0, len(c.Nodes)),
@@ -36,10 +33,6 @@ func input(c *state.Cluster, pools []scheduling.Pool, noms Nominations, region s
 	}
 	for _, n := range c.Nodes {
 		in.Nodes = append(in.Nodes, scheduling.ExistingNode{Node: n, Pods: c.PodsOn(n.Name)})
-	}
-	typesOf := map[string][]catalog.InstanceType{}
-	for _, p := range pools {
-		typesOf[p.NodePool.Name] = p.InstanceTypes
 	}
 	inFlight := map[string]int{}
 	for _, nc := range c.NodeClaims {
@@ -57,59 +50,5 @@ func input(c *state.Cluster, pools []scheduling.Pool, noms Nominations, region s
 		}
 		in.Pods = append(in.Pods, p)
 	}
-	for i := range in.NodeClaims {
-		f := &in.NodeClaims[i]
-		f.NodeClaim = presentable(f.NodeClaim, typesOf[f.NodeClaim.Labels[karpv1.LabelNodePool]], f.Pods)
-	}
 	return in
-}
-
-// presentable returns the NodeClaim as the engine should see it. A launched NodeClaim carries
-// its instance type label and allocatable, which is all the engine needs. One that is not
-// launched yet and may still become any of several instance types has no size yet: the engine
-// would count it as zero capacity against the pool's limits. It is shown with the largest
-// capacity among its options (limits are never exceeded, whichever type launches) and with the
-// allocatable its nominated pods already take (so no further pod is planned onto it before its
-// size is known).
-func presentable(nc *karpv1.NodeClaim, its []catalog.InstanceType, nominated []*corev1.Pod) *karpv1.NodeClaim {
-	if state.Launched(nc) || len(nc.Status.Allocatable) > 0 {
-		return nc
-	}
-	var options []string
-	for _, r := range nc.Spec.Requirements {
-		if r.Key == corev1.LabelInstanceTypeStable && r.Operator == corev1.NodeSelectorOpIn {
-			options = r.Values
-		}
-	}
-	if len(options) == 1 {
-		return nc // the engine sizes single-type NodeClaims itself
-	}
-	allowed := make(map[string]bool, len(options))
-	for _, o := range options {
-		allowed[o] = true
-	}
-	var largest catalog.Resources
-	for i := range its {
-		if !allowed[its[i].Name] {
-			continue
-		}
-		for r, v := range its[i].Capacity {
-			largest[r] = max(largest[r], v)
-		}
-	}
-	var taken catalog.Resources
-	for _, p := range nominated {
-		r, _ := scheduling.PodRequests(p)
-		for i, v := range r {
-			taken[i] += v
-		}
-	}
-	out := nc.DeepCopy()
-	out.Status.Capacity = largest.ResourceList()
-	out.Status.Allocatable = taken.ResourceList()
-	if len(out.Status.Allocatable) == 0 {
-		// Nothing nominated (e.g. after a restart): still show it as full.
-		out.Status.Allocatable = corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}
-	}
-	return out
 }

@@ -11,6 +11,7 @@ import (
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/scheduling"
+	"github.com/karpool/karpool/autoscaler/scheduling/checker"
 	"github.com/karpool/karpool/autoscaler/state"
 )
 
@@ -24,38 +25,59 @@ func pendingPod(name, cpu string) *corev1.Pod {
 	}
 }
 
-func TestInputNominationsAndInFlightCapacity(t *testing.T) {
+// TestPartialBatchFillsInFlightNodeClaim: a pod of a later batch lands in the free room of a
+// NodeClaim an earlier batch created and that has not launched yet, instead of on a new node
+// (issue 13). The NodeClaim may become c5.large or c5.xlarge and holds a nominated 1-cpu pod:
+// whichever launches, c5.large's room is there, so a 500m pod joins it; a pod that fits only
+// c5.xlarge's room does not (a new NodeClaim); and the pool's limits count the in-flight
+// NodeClaim as its largest option.
+func TestPartialBatchFillsInFlightNodeClaim(t *testing.T) {
 	cat, err := catalog.Load("us-east-1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	its := cat.InstanceTypes(catalog.NodeClassOptions{})
-	// An unlaunched NodeClaim that may become c5.large (2 vCPU) or c5.xlarge (4 vCPU).
 	nc := &karpv1.NodeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "pool-1", Labels: map[string]string{karpv1.LabelNodePool: "pool"}},
 		Spec: karpv1.NodeClaimSpec{Requirements: []karpv1.NodeSelectorRequirementWithMinValues{
 			{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"c5.large", "c5.xlarge"}}}},
 	}
-	a, b := pendingPod("a", "1"), pendingPod("b", "500m")
-	c := state.New([]*corev1.Pod{a, b}, nil, []*karpv1.NodeClaim{nc})
-	pools := []scheduling.Pool{{NodePool: &karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "pool"}}, InstanceTypes: its}}
-	in := input(c, pools, Nominations{a.UID: "pool-1"}, "us-east-1")
+	pool := func(limits corev1.ResourceList) []scheduling.Pool {
+		np := &karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "pool"}}
+		np.Spec.Limits = limits
+		return []scheduling.Pool{{NodePool: np, InstanceTypes: its}}
+	}
+	nominated := pendingPod("a", "1")
+	noms := Nominations{nominated.UID: "pool-1"}
+	plan := func(pods []*corev1.Pod, limits corev1.ResourceList) *scheduling.Result {
+		c := state.New(append([]*corev1.Pod{nominated}, pods...), nil, []*karpv1.NodeClaim{nc})
+		in := input(c, pool(limits), noms, "us-east-1")
+		if len(in.NodeClaims) != 1 || len(in.NodeClaims[0].Pods) != 1 || in.NodeClaims[0].Pods[0] != nominated {
+			t.Fatalf("in-flight claims %+v: want pool-1 holding the nominated pod", in.NodeClaims)
+		}
+		if len(in.Pods) != len(pods) {
+			t.Fatalf("pending pods %v: want %d (the nominated one is not pending)", in.Pods, len(pods))
+		}
+		res := scheduling.Solve(in)
+		if err := checker.Check(in, res); err != nil {
+			t.Errorf("checker: %v", err)
+		}
+		return res
+	}
 
-	if len(in.Pods) != 1 || in.Pods[0] != b {
-		t.Fatalf("pending pods %v: want only b (a is nominated)", in.Pods)
+	res := plan([]*corev1.Pod{pendingPod("b", "500m")}, nil)
+	if len(res.NodeClaims) != 0 || len(res.Bindings) != 1 || res.Bindings[0].Node != "pool-1" {
+		t.Errorf("a 500m pod: %d new NodeClaims, bindings %+v; want it on pool-1", len(res.NodeClaims), res.Bindings)
 	}
-	if len(in.NodeClaims) != 1 || len(in.NodeClaims[0].Pods) != 1 || in.NodeClaims[0].Pods[0] != a {
-		t.Fatalf("in-flight claims %+v: want pool-1 holding a", in.NodeClaims)
+	res = plan([]*corev1.Pod{pendingPod("c", "2")}, nil)
+	if len(res.NodeClaims) != 1 || len(res.Placements()) != 0 {
+		t.Errorf("a 2-cpu pod (room only if c5.xlarge launches): %d new NodeClaims, %d placements; want a new NodeClaim",
+			len(res.NodeClaims), len(res.Placements()))
 	}
-	shown := in.NodeClaims[0].NodeClaim
-	if got := shown.Status.Capacity.Cpu().MilliValue(); got != 4000 {
-		t.Errorf("capacity counted against limits = %dm cpu, want the largest option's 4000m", got)
-	}
-	if got := shown.Status.Allocatable.Cpu().MilliValue(); got != 1000 {
-		t.Errorf("allocatable = %dm, want only what the nominated pod takes (1000m)", got)
-	}
-	if nc.Status.Capacity != nil {
-		t.Error("the snapshot's NodeClaim was modified")
+	// 4 cpu of limit: the in-flight NodeClaim may become a 4-vCPU c5.xlarge, nothing is left.
+	res = plan([]*corev1.Pod{pendingPod("c", "2")}, corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")})
+	if len(res.NodeClaims) != 0 || len(res.Unschedulable) != 1 {
+		t.Errorf("under a 4-cpu limit: %d new NodeClaims, %d unschedulable; want none and 1", len(res.NodeClaims), len(res.Unschedulable))
 	}
 }
 

@@ -233,17 +233,19 @@ func (s *solver) buildExisting() {
 		case len(nc.Status.Allocatable) > 0:
 			b.alloc, _ = ToResources(nc.Status.Allocatable)
 			capacity, _ = ToResources(nc.Status.Capacity)
-			if ti != nil {
-				addTo(&b.used, &ti.ds, 1)
-				b.portIDs = append(b.portIDs, ti.dsPortIDs...)
-			}
+			// Its labels are known: the daemonsets that will run on it, exactly (its type may
+			// no longer be one the pool allows, so ti may be nil).
+			s.reserveDaemons(b)
 		case ti != nil:
 			b.alloc = ti.usable
 			capacity = ti.it.Capacity
 			b.portIDs = append(b.portIDs, ti.dsPortIDs...)
 		default:
-			// Unknown size: the NodeClaim counts for topology but takes no new pods.
-			b.closed = true
+			var ok bool
+			if capacity, ok = s.unlaunchedRoom(b, nc); !ok {
+				// Unknown size: the NodeClaim counts for topology but takes no new pods.
+				b.closed = true
+			}
 		}
 		for _, p := range s.in.NodeClaims[i].Pods {
 			if p == nil || isTerminal(p) {
@@ -268,6 +270,65 @@ func (s *solver) buildExisting() {
 	for _, b := range s.bins {
 		s.treeUpdate(b)
 	}
+}
+
+// reserveDaemons reserves on an in-flight NodeClaim with known labels the requests and host
+// ports of the daemonsets whose node selection its labels satisfy and whose tolerations cover
+// its taints.
+func (s *solver) reserveDaemons(b *bin) {
+	for _, d := range s.allDaemons() {
+		if !d.toleratesAll(b.taints) {
+			continue
+		}
+		for _, term := range d.terms {
+			if requirements.Match(term, b.labels) {
+				addTo(&b.used, &d.req, 1)
+				b.portIDs = append(b.portIDs, d.ports...)
+				break
+			}
+		}
+	}
+}
+
+// unlaunchedRoom sizes an in-flight NodeClaim that has not launched yet and may still become
+// any of the instance types its requirement lists: pods may use what the smallest option
+// offers in each resource (whichever type launches has that room), and its daemonsets' host
+// ports on any option are taken; it counts against the pool's limits as the largest option
+// (returned). Later batches fill it before opening new NodeClaims, as Karpenter's in-flight
+// NodeClaims take the pods of the next round. False when some option is not one of the pool's
+// types (its size is unknown) or none is listed.
+func (s *solver) unlaunchedRoom(b *bin, nc *karpv1.NodeClaim) (catalog.Resources, bool) {
+	var capacity catalog.Resources
+	if b.pool < 0 {
+		return capacity, false
+	}
+	options := map[string]bool{}
+	for _, r := range nc.Spec.Requirements {
+		if r.Key == labelInstanceType && r.Operator == corev1.NodeSelectorOpIn {
+			for _, v := range r.Values {
+				options[v] = true
+			}
+		}
+	}
+	p := s.pools[b.pool]
+	known := 0
+	for j := range p.types {
+		t := &p.types[j]
+		if !options[t.it.Name] {
+			continue
+		}
+		delete(options, t.it.Name)
+		for r := range capacity {
+			capacity[r] = max(capacity[r], t.it.Capacity[r])
+			if known == 0 || t.usable[r] < b.alloc[r] {
+				b.alloc[r] = t.usable[r]
+			}
+		}
+		b.portIDs = append(b.portIDs, t.dsPortIDs...)
+		known++
+	}
+	// An option the pool cannot launch (any more) has a size we do not know.
+	return capacity, known > 0 && len(options) == 0
 }
 
 func isStartupTaint(startup []karpv1.Taint, t corev1.Taint) bool {

@@ -608,7 +608,19 @@ type daemon struct {
 	ports []int // host ports (interned)
 }
 
+// daemonsFor lists the daemonsets that tolerate the pool's taints.
 func (s *solver) daemonsFor(p *poolState) []*daemon {
+	var out []*daemon
+	for _, d := range s.allDaemons() {
+		if d.toleratesAll(p.taints) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// allDaemons are the input's daemonsets, parsed once.
+func (s *solver) allDaemons() []*daemon {
 	if s.daemons == nil {
 		for _, ds := range s.in.DaemonSets {
 			if ds == nil {
@@ -625,20 +637,17 @@ func (s *solver) daemonsFor(p *poolState) []*daemon {
 			s.daemons = []*daemon{}
 		}
 	}
-	var out []*daemon
-	for _, d := range s.daemons {
-		ok := true
-		for _, t := range p.taints {
-			if !tolerates(d.tols, t.Key, t.Value, t.Effect) {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			out = append(out, d)
+	return s.daemons
+}
+
+// toleratesAll reports whether the daemonset tolerates every taint.
+func (d *daemon) toleratesAll(taints []corev1.Taint) bool {
+	for _, t := range taints {
+		if !tolerates(d.tols, t.Key, t.Value, t.Effect) {
+			return false
 		}
 	}
-	return out
+	return true
 }
 
 // compatibleWith reports whether the daemonset would run on a node of the pool and type: one of

@@ -3,6 +3,7 @@ package scheduling_test
 import (
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math/rand"
 	"sort"
 
@@ -326,7 +327,51 @@ func randomInput(seed int64) *scheduling.Input {
 	addHostPorts(featureRand(seed, "host ports"), in)
 	addVolumes(featureRand(seed, "volumes"), in)
 	addPodLevelRequests(featureRand(seed, "pod-level requests"), in)
+	addInFlight(featureRand(seed, "in-flight NodeClaims"), in)
 	return in
+}
+
+// addInFlight adds in-flight NodeClaims to a third of the inputs: launched ones (instance type,
+// zone and capacity in labels and status) and ones not launched yet (2-4 instance types in a
+// requirement, sometimes one zone), with the pool's labels and taints and now and then a
+// nominated pod of 200m.
+func addInFlight(x *rand.Rand, in *scheduling.Input) {
+	if x.Intn(3) != 0 {
+		return
+	}
+	for i := 0; i < 1+x.Intn(3); i++ {
+		pool := in.Pools[x.Intn(len(in.Pools))]
+		np := pool.NodePool
+		if len(pool.InstanceTypes) == 0 {
+			continue
+		}
+		nc := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("flight-%d", i), Labels: map[string]string{}}}
+		maps.Copy(nc.Labels, np.Spec.Template.Labels)
+		nc.Labels[karpv1.LabelNodePool] = np.Name
+		nc.Spec.Taints = np.Spec.Template.Spec.Taints
+		if x.Intn(2) == 0 {
+			it := pool.InstanceTypes[x.Intn(len(pool.InstanceTypes))]
+			maps.Copy(nc.Labels, it.Labels)
+			nc.Labels[corev1.LabelTopologyZone] = testZones[x.Intn(3)]
+			nc.Labels[karpv1.LabelCapacityType] = "on-demand"
+			nc.Status.Capacity, nc.Status.Allocatable = toList(it.Capacity), toList(it.Allocatable)
+		} else {
+			var names []string
+			for j := 0; j < 2+x.Intn(3); j++ {
+				names = append(names, pool.InstanceTypes[x.Intn(len(pool.InstanceTypes))].Name)
+			}
+			nc.Spec.Requirements = []karpv1.NodeSelectorRequirementWithMinValues{{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: names}}
+			if x.Intn(2) == 0 {
+				nc.Spec.Requirements = append(nc.Spec.Requirements, karpv1.NodeSelectorRequirementWithMinValues{
+					Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{testZones[x.Intn(3)]}})
+			}
+		}
+		fl := scheduling.InFlightNodeClaim{NodeClaim: nc}
+		if x.Intn(2) == 0 {
+			fl.Pods = append(fl.Pods, mkPod(fmt.Sprintf("nominated-%d", i), map[string]string{"app": "nominated"}, "200m", "256Mi"))
+		}
+		in.NodeClaims = append(in.NodeClaims, fl)
+	}
 }
 
 // featureRand is the random source of a feature added to randomInput after the first ones: each

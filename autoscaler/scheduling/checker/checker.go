@@ -21,6 +21,7 @@ package checker
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"sort"
 	"strconv"
@@ -103,6 +104,9 @@ type node struct {
 	capacity map[corev1.ResourceName]int64
 	// ports are the host ports of the pods bound and the daemonsets running there.
 	ports []hostPort
+	// unlaunched: an in-flight NodeClaim whose instance type (so zone and other labels) is not
+	// decided yet; an engine may keep pods off it for constraints it cannot judge yet.
+	unlaunched bool
 }
 
 type checker struct {
@@ -366,6 +370,8 @@ func (c *checker) buildNodes() {
 			}
 			lbl[keyHostname] = h
 		}
+		// Its node will carry the aliases the kubelet, cloud controller and CSI driver add.
+		karpv1.WithLabelAliases(lbl)
 		var taints []corev1.Taint
 		for _, t := range nc.Spec.Taints {
 			taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
@@ -385,8 +391,11 @@ func (c *checker) buildNodes() {
 			n.capacity = fromCatalog(it.Capacity)
 			c.addDaemons(n)
 		default:
-			n.alloc = map[corev1.ResourceName]int64{}
-			n.cordoned = true
+			// Not launched, several instance types possible: the room every option has.
+			if !c.unlaunched(n, nc) {
+				n.alloc = map[corev1.ResourceName]int64{}
+				n.cordoned = true
+			}
 		}
 		if len(n.capacity) == 0 && it != nil {
 			n.capacity = fromCatalog(it.Capacity)
@@ -467,6 +476,68 @@ func (c *checker) withoutStartupTaints(pool string, taints []corev1.Taint) []cor
 		}
 	}
 	return out
+}
+
+// unlaunched sizes an in-flight NodeClaim that may still become any of the instance types its
+// requirement lists: per resource, the least any option leaves once the daemonsets that would
+// run on it are placed; the host ports of those daemonsets on any option; the largest option's
+// capacity for limits (the options the pool can launch). False when some option is not one the
+// pool can launch (the room is not known) or none is listed.
+func (c *checker) unlaunched(n *node, nc *karpv1.NodeClaim) bool {
+	var alloc map[corev1.ResourceName]int64
+	capacity := map[corev1.ResourceName]int64{}
+	unknown := false
+	for _, r := range nc.Spec.Requirements {
+		if r.Key != keyType || r.Operator != corev1.NodeSelectorOpIn {
+			continue
+		}
+		for _, name := range r.Values {
+			it := c.findType(n.pool, name)
+			if it == nil || !c.launchable(n.pool, it) {
+				unknown = true
+				continue
+			}
+			for k, v := range fromCatalog(it.Capacity) {
+				capacity[k] = max(capacity[k], v)
+			}
+			labels := maps.Clone(n.obj.Labels)
+			maps.Copy(labels, it.Labels)
+			probe := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: labels}}
+			room := fromCatalog(it.Allocatable)
+			for _, pod := range c.daemonsOn(probe, n.taints) {
+				add(room, requests(pod), -1)
+				n.ports = append(n.ports, hostPorts(pod)...)
+			}
+			if alloc == nil {
+				alloc = room
+				continue
+			}
+			for k, v := range alloc {
+				alloc[k] = min(v, room[k])
+			}
+		}
+	}
+	// Limits count the largest option the pool can launch, whether or not the room is known.
+	n.capacity = capacity
+	if alloc == nil || unknown {
+		return false
+	}
+	n.alloc, n.unlaunched = alloc, true
+	return true
+}
+
+// launchable reports whether the pool allows the type with some available offering.
+func (c *checker) launchable(pool string, it *catalog.InstanceType) bool {
+	p := c.pool(pool)
+	if p == nil || p.NodePool == nil {
+		return false
+	}
+	for _, o := range it.Offerings {
+		if o.Available && c.poolAllows(p.NodePool, it, o) {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *checker) findType(pool, name string) *catalog.InstanceType {
@@ -1160,6 +1231,9 @@ func (c *checker) checkUnschedulable() {
 			continue
 		}
 		for _, n := range c.order {
+			if n.unlaunched {
+				continue // see node.unlaunched
+			}
 			if why := c.violates(p, n, true); why == "" && c.claimKeepsMinValues(n, p) {
 				c.fail("pod %s reported unschedulable (%s) but fits on %s", podName(p), u.Reason, n.name)
 				break
