@@ -151,6 +151,10 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 	for _, pl := range pools {
 		poolByName[pl.NodePool.Name] = pl.NodePool
 	}
+	if placed := res.Placements(); len(placed) > 0 {
+		logger.Info("found room for pod(s) on existing and in-flight capacity", "Pods", len(placed), "nodes", placedOn(placed))
+		p.nominateInFlight(placed, in.NodeClaims)
+	}
 	created, errs := p.createNodeClaims(ctx, res.NodeClaims, poolByName)
 	p.reportUnschedulable(ctx, res.Unschedulable, skipped)
 	if err := p.waitForCache(ctx, created); err != nil {
@@ -160,6 +164,39 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 		return fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// nominateInFlight nominates the pods the plan puts into the room of in-flight NodeClaims to
+// them: later rounds count that room as taken (as for the pods of the NodeClaims they
+// created), and the pods' events say where they will run.
+func (p *Provisioner) nominateInFlight(placements []scheduling.Binding, inFlight []scheduling.InFlightNodeClaim) {
+	names := make(map[string]bool, len(inFlight))
+	for _, f := range inFlight {
+		names[f.NodeClaim.Name] = true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, b := range placements {
+		if !names[b.Node] {
+			continue // an existing node: the kube-scheduler binds the pod
+		}
+		p.nominations[b.Pod.UID] = b.Node
+		if p.opts.Recorder != nil {
+			p.opts.Recorder.Eventf(b.Pod, corev1.EventTypeNormal, "Nominated", "Pod should schedule on: nodeclaim/%s", b.Node)
+		}
+	}
+}
+
+// placedOn names the nodes and in-flight NodeClaims of the placements, sorted, once each.
+func placedOn(placed []scheduling.Binding) string {
+	var names []string
+	for _, b := range placed {
+		if !slices.Contains(names, b.Node) {
+			names = append(names, b.Node)
+		}
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
 }
 
 // createParallelism bounds the NodeClaims created at once (Karpenter creates 10 at a time).

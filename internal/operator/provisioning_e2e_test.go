@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	"github.com/karpool/karpool/internal/awssim"
 )
 
 // scale sets a Deployment's replicas.
@@ -201,4 +202,65 @@ func metaConditionTrue(np *karpv1.NodePool, t string) bool {
 		}
 	}
 	return false
+}
+
+// TestSecondWaveFillsInFlightNodeClaim: two waves of one Deployment's pods (issue 13). EC2
+// answers CreateFleet 30 s late (and the instance runs, so its Node registers, a minute after
+// it), so when the second wave is planned the first wave's NodeClaim is in flight with no
+// instance type and no node yet; the room its smallest option leaves holds the second pod,
+// which is nominated to it instead of getting a node of its own. In the end one NodeClaim, and
+// both pods Running on its node.
+func TestSecondWaveFillsInFlightNodeClaim(t *testing.T) {
+	h := newHarness(t)
+	h.sim.SetFaults(awssim.Faults{
+		ResponseLatency: map[string]awssim.Duration{"ec2:CreateFleet": {Duration: 30 * time.Second}},
+		LaunchLatency:   awssim.Duration{Duration: time.Minute},
+	})
+	h.startController()
+	ns := h.namespace("waves")
+	h.workshopPools()
+	h.inflate(ns, 1)
+	var claim string
+	h.eventually("the first wave's NodeClaim", time.Minute, func() error {
+		claims := h.nodeClaims()
+		if len(claims) != 1 {
+			return fmt.Errorf("%d NodeClaims", len(claims))
+		}
+		claim = claims[0].Name
+		return nil
+	})
+	h.scale(ns, "inflate", 2)
+	h.eventually("both pods nominated to "+claim, time.Minute, func() error {
+		var events corev1.EventList
+		if err := h.c.List(h.ctx, &events, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		nominated := map[string]string{}
+		for _, e := range events.Items {
+			if e.Reason == "Nominated" {
+				nominated[e.InvolvedObject.Name] = e.Message
+			}
+		}
+		for pod, msg := range nominated {
+			if !strings.HasSuffix(msg, "nodeclaim/"+claim) {
+				return fmt.Errorf("pod %s: %q", pod, msg)
+			}
+		}
+		if len(nominated) != 2 {
+			return fmt.Errorf("%d pods nominated", len(nominated))
+		}
+		return nil
+	})
+	if claims := h.nodeClaims(); len(claims) != 1 || claims[0].Status.ProviderID != "" {
+		t.Fatalf("the second wave was planned after the launch (or opened a NodeClaim): %d NodeClaims, first launched=%v",
+			len(claims), len(claims) > 0 && claims[0].Status.ProviderID != "")
+	}
+	h.sim.SetFaults(awssim.Faults{})
+	pods := h.runningPods(ns, "inflate", 2, 3*time.Minute)
+	if claims := h.nodeClaims(); len(claims) != 1 {
+		t.Fatalf("want 1 NodeClaim, got %d", len(claims))
+	}
+	if pods[0].Spec.NodeName != pods[1].Spec.NodeName {
+		t.Errorf("pods on %s and %s, want one node", pods[0].Spec.NodeName, pods[1].Spec.NodeName)
+	}
 }
