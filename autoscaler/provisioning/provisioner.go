@@ -174,15 +174,23 @@ func (p *Provisioner) nominateInFlight(placements []scheduling.Binding, inFlight
 	for _, f := range inFlight {
 		names[f.NodeClaim.Name] = true
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	for _, b := range placements {
-		if !names[b.Node] {
-			continue // an existing node: the kube-scheduler binds the pod
+		if names[b.Node] { // not an existing node: the kube-scheduler binds those pods
+			p.nominate([]*corev1.Pod{b.Pod}, b.Node)
 		}
-		p.nominations[b.Pod.UID] = b.Node
-		if p.opts.Recorder != nil {
-			p.opts.Recorder.Eventf(b.Pod, corev1.EventTypeNormal, "Nominated", "Pod should schedule on: nodeclaim/%s", b.Node)
+	}
+}
+
+// nominate remembers that the pods will run on the NodeClaim and says so in an event on each.
+func (p *Provisioner) nominate(pods []*corev1.Pod, claim string) {
+	p.mu.Lock()
+	for _, pod := range pods {
+		p.nominations[pod.UID] = claim
+	}
+	p.mu.Unlock()
+	if p.opts.Recorder != nil {
+		for _, pod := range pods {
+			p.opts.Recorder.Eventf(pod, corev1.EventTypeNormal, "Nominated", "Pod should schedule on: nodeclaim/%s", claim)
 		}
 	}
 }
@@ -224,16 +232,7 @@ func (p *Provisioner) createNodeClaims(ctx context.Context, planned []scheduling
 		if p.opts.Metrics != nil {
 			p.opts.Metrics.NodeClaimsCreated.WithLabelValues(np.Name, "provisioning").Inc()
 		}
-		p.mu.Lock()
-		for _, pod := range rc.Pods {
-			p.nominations[pod.UID] = nc.Name
-		}
-		p.mu.Unlock()
-		if p.opts.Recorder != nil {
-			for _, pod := range rc.Pods {
-				p.opts.Recorder.Eventf(pod, corev1.EventTypeNormal, "Nominated", "Pod should schedule on: nodeclaim/%s", nc.Name)
-			}
-		}
+		p.nominate(rc.Pods, nc.Name)
 	})
 	var created, errs []string
 	for i := range planned {
