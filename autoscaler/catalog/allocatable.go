@@ -107,6 +107,9 @@ type NodeClassOptions struct {
 	Zones []string
 	// ReservedENIs is Karpenter's --reserved-enis setting: ENIs kept out of the pod count.
 	ReservedENIs int
+	// Volumes are the EBS volumes of every node; their price is part of every offering's.
+	// NodeClassOptionsFor sets them (the family's defaults when the class has no mappings).
+	Volumes []Volume
 }
 
 type familyFlags struct {

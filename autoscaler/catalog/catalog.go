@@ -188,13 +188,13 @@ func (c *Catalog) instanceType(i int, opts *NodeClassOptions, zones []string) In
 		Labels:      c.labels[i],
 		Capacity:    capacity,
 		Allocatable: allocatable,
-		Offerings:   offerings(s, zones),
+		Offerings:   offerings(s, zones, VolumesPerHour(opts.Volumes)),
 	}
 }
 
-// offerings: on-demand in every zone; spot in every zone when a spot price is known. Sorted by
-// price, then zone, then capacity type.
-func offerings(s *Spec, zones []string) []Offering {
+// offerings: on-demand in every zone; spot in every zone when a spot price is known; each with
+// the node's volumes added. Sorted by price, then zone, then capacity type.
+func offerings(s *Spec, zones []string, volumes float64) []Offering {
 	n := len(zones)
 	if s.SpotPrice > 0 {
 		n *= 2
@@ -202,9 +202,11 @@ func offerings(s *Spec, zones []string) []Offering {
 	out := make([]Offering, 0, n)
 	for _, z := range zones {
 		if s.SpotPrice > 0 {
-			out = append(out, Offering{Zone: z, CapacityType: CapacityTypeSpot, PricePerHour: s.SpotPrice, Available: true, Estimated: true})
+			out = append(out, Offering{Zone: z, CapacityType: CapacityTypeSpot, PricePerHour: s.SpotPrice + volumes,
+				VolumesPerHour: volumes, Available: true, Estimated: true})
 		}
-		out = append(out, Offering{Zone: z, CapacityType: CapacityTypeOnDemand, PricePerHour: s.OnDemandPrice, Available: true, Estimated: s.PriceEstimated})
+		out = append(out, Offering{Zone: z, CapacityType: CapacityTypeOnDemand, PricePerHour: s.OnDemandPrice + volumes,
+			VolumesPerHour: volumes, Available: true, Estimated: s.PriceEstimated})
 	}
 	SortOfferings(out)
 	return out

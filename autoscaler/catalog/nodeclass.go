@@ -13,13 +13,15 @@ import (
 
 // NodeClassOptionsFor derives the options of an EC2NodeClass: AMI family (spec.amiFamily, or the
 // family of an alias term), kubelet settings, the size of the volume holding the kubelet root
-// directory, and the instance-store policy. Zones are left empty (all of the region's zones):
-// set them from the NodeClass's resolved subnets when known. Windows families are not supported.
+// directory, the EBS volumes of a node, and the instance-store policy. Zones are left empty
+// (all of the region's zones): set them from the NodeClass's resolved subnets when known. A nil
+// spec gives the defaults of a class that sets nothing (AL2023). Windows families are not
+// supported.
 func NodeClassOptionsFor(spec *awsv1.EC2NodeClassSpec) (NodeClassOptions, error) {
-	var o NodeClassOptions
 	if spec == nil {
-		return o, nil
+		spec = &awsv1.EC2NodeClassSpec{}
 	}
+	var o NodeClassOptions
 	family, err := amiFamilyOf(spec)
 	if err != nil {
 		return o, err
@@ -37,6 +39,7 @@ func NodeClassOptionsFor(spec *awsv1.EC2NodeClassSpec) (NodeClassOptions, error)
 		return o, err
 	}
 	o.RootVolumeSize = size
+	o.Volumes = volumesOf(family, spec.BlockDeviceMappings)
 	o.InstanceStoreRAID0 = spec.InstanceStorePolicy != nil && *spec.InstanceStorePolicy == awsv1.InstanceStorePolicyRAID0
 	return o, nil
 }

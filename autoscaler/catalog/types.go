@@ -55,8 +55,12 @@ const (
 type Offering struct {
 	Zone         string
 	CapacityType string
-	// PricePerHour in USD.
+	// PricePerHour in USD is what a node bought this way costs: the instance's price plus its
+	// EBS volumes (VolumesPerHour). Per-node costs make few large nodes cheaper than many small
+	// ones of the same total size, as they are.
 	PricePerHour float64
+	// VolumesPerHour is the part of PricePerHour paid for the node's EBS volumes.
+	VolumesPerHour float64
 	// Available is false while the offering is known to lack capacity (insufficient capacity
 	// errors) or is not offered in the zone.
 	Available bool

@@ -1,6 +1,7 @@
 package scheduling_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/karpool/karpool/autoscaler/catalog"
@@ -116,4 +117,45 @@ func TestLognormalIndependentCostNearBound(t *testing.T) {
 	if r, _ := costCase(t, "independent, c/m/r generations 5-8", lognormalInput(t, pods, cmrPool())); r > 1.01 {
 		t.Errorf("cost %.4f × the lower bound, want ≤ 1.01", r)
 	}
+}
+
+// A node's EBS volumes are part of its price, so of two plans with the same vCPUs the one with
+// fewer nodes is cheaper: a batch goes to one larger node instead of scattering over 1-vCPU ones.
+func TestNodeVolumesPreferFewerLargerNodes(t *testing.T) {
+	cat, err := catalog.Load("us-east-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	family := func(nco catalog.NodeClassOptions) []catalog.InstanceType {
+		var out []catalog.InstanceType
+		for _, it := range cat.InstanceTypes(nco) {
+			if it.Labels["karpenter.k8s.aws/instance-family"] != "c6g" {
+				continue
+			}
+			it.Offerings = slices.DeleteFunc(it.Offerings, func(o catalog.Offering) bool { return o.CapacityType != catalog.CapacityTypeOnDemand })
+			out = append(out, it)
+		}
+		return out
+	}
+	plan := func(nco catalog.NodeClassOptions, n int) []string {
+		in := &scheduling.Input{Pods: pods("web", n, "900m", "1Gi"),
+			Pools: []scheduling.Pool{{NodePool: nodePool("default"), InstanceTypes: family(nco)}}}
+		var types []string
+		for _, nc := range solve(t, in).NodeClaims {
+			types = append(types, cheapest(&nc))
+		}
+		return types
+	}
+	// c6g on-demand prices are linear in size: without a per-node cost four mediums and one
+	// xlarge cost the same.
+	flat := plan(catalog.NodeClassOptions{}, 4)
+	withVolumes, err := catalog.NodeClassOptionsFor(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := plan(withVolumes, 4)
+	if len(got) != 1 || got[0] != "c6g.xlarge" {
+		t.Fatalf("with the root volume priced: %v, want one c6g.xlarge (without it: %v)", got, flat)
+	}
+	t.Logf("without volume prices: %v; with: %v", flat, got)
 }

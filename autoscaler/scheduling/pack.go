@@ -378,8 +378,9 @@ func (s *solver) packItems(p *poolState, cp *sigCompat, items []*packItem, allow
 			if value <= 0 {
 				continue
 			}
+			// Equal scores go to the larger node: fewer nodes for the same money.
 			score := value / prices[t]
-			if bestT < 0 || score > bestScore*(1+1e-9) || (score >= bestScore*(1-1e-9) && prices[t] < bestPrice) {
+			if bestT < 0 || score > bestScore*(1+1e-9) || (score >= bestScore*(1-1e-9) && prices[t] > bestPrice) {
 				bestT, bestScore, bestPrice = t, score, prices[t]
 				copy(best, pattern)
 			}

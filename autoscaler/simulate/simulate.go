@@ -24,9 +24,6 @@ import (
 	"github.com/karpool/karpool/autoscaler/scheduling/workload"
 )
 
-// HoursPerMonth is the month the $/month figures use.
-const HoursPerMonth = 730
-
 // Profiles are the workloads --generate knows.
 var Profiles = []string{"karpenter-bench", "lognormal", "smalldeploys"}
 
@@ -126,7 +123,7 @@ func Run(opts Options) (*Report, error) {
 	}
 	in := &scheduling.Input{Region: region}
 	for _, np := range ps.pools {
-		nco := catalog.NodeClassOptions{}
+		nco, _ := catalog.NodeClassOptionsFor(nil)
 		if ref := np.Spec.Template.Spec.NodeClassRef; ref != nil && ref.Name != "" {
 			if nc, ok := ps.classes[ref.Name]; ok {
 				nco, err = catalog.NodeClassOptionsFor(&nc.Spec)
@@ -388,7 +385,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	if r.LowerBoundPerHour > 0 {
 		fmt.Fprintf(&b, "; lower bound %s/h, cost/bound %.3f%s", money(r.LowerBoundPerHour), r.TotalPerHour/r.LowerBoundPerHour, wholePodText(r.TotalPerHour, r.WholePodBoundPerHour))
 	}
-	b.WriteString(".\nPrices: embedded catalog (on-demand list prices; spot prices are a stale snapshot); requests-based.\n")
+	b.WriteString(".\nPrices: embedded catalog (on-demand list prices; spot prices are a stale snapshot), each node with its EBS volumes; requests-based.\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -402,7 +399,7 @@ func wholePodText(perHour, wholePods float64) string {
 	return fmt.Sprintf("; whole-pod bound %s/h, cost/whole-pod bound %.3f", money(wholePods), perHour/wholePods)
 }
 
-func monthly(perHour float64) string { return fmt.Sprintf("$%.2f", perHour*HoursPerMonth) }
+func monthly(perHour float64) string { return fmt.Sprintf("$%.2f", perHour*catalog.HoursPerMonth) }
 
 func money(v float64) string {
 	if v >= 10 {

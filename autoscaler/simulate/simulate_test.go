@@ -79,14 +79,15 @@ func TestWorkshopFromFiles(t *testing.T) {
 	if len(rep.NodeClaims[0].Pods) != 5 || rep.NodeClaims[0].Pods[0] != "other/inflate-0" {
 		t.Errorf("pods %v", rep.NodeClaims[0].Pods)
 	}
-	if rep.TotalPerHour != 0.096 || rep.LowerBoundPerHour <= 0 || rep.LowerBoundPerHour > rep.TotalPerHour {
+	// m5.large's list price plus its default 20 GiB gp3 root volume.
+	if rep.TotalPerHour != 0.096+20*0.08/730 || rep.LowerBoundPerHour <= 0 || rep.LowerBoundPerHour > rep.TotalPerHour {
 		t.Errorf("total %v, bound %v", rep.TotalPerHour, rep.LowerBoundPerHour)
 	}
 	var text bytes.Buffer
 	if err := rep.WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"1 ×  m5.large  on-demand", "$0.0960/h ($70.08/month)", "memory: 5Gi requested", "lower bound", "Unschedulable pods: 0"} {
+	for _, want := range []string{"1 ×  m5.large  on-demand", "$0.0982/h ($71.68/month)", "memory: 5Gi requested", "lower bound", "Unschedulable pods: 0"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, text.String())
 		}

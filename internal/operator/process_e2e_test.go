@@ -40,7 +40,12 @@ func TestControllerProbesAndMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	it, ok := cat.InstanceType("m5.large", catalog.NodeClassOptions{})
+	// The test's class sets no block devices: the default root volume is part of the price.
+	opts, err := catalog.NodeClassOptionsFor(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, ok := cat.InstanceType("m5.large", opts)
 	if !ok {
 		t.Fatal("m5.large missing from the catalog")
 	}

@@ -234,8 +234,8 @@ func (p *Provider) discoverSpotPrices(ctx context.Context) (map[[2]string]float6
 
 // instanceTypes is the catalog's view of the instance types (capacity and allocatable always
 // follow the catalog's rules) with what AWS said applied: only types EC2 lists, offerings only
-// in the zones EC2 offers them, current on-demand and spot prices. Marked offerings are
-// unavailable.
+// in the zones EC2 offers them, current on-demand and spot prices (plus the node's volumes, as
+// the catalog adds them). Marked offerings are unavailable.
 func (p *Provider) instanceTypes(opts catalog.NodeClassOptions, now time.Time) []catalog.InstanceType {
 	p.discovery.mu.Lock()
 	d := p.discovery.data
@@ -254,16 +254,18 @@ func (p *Provider) instanceTypes(opts catalog.NodeClassOptions, now time.Time) [
 			}
 			// The catalog offers on-demand in every zone it knows; spot only where it has a price.
 			if price, ok := d.onDemand[it.Name]; ok {
-				o.PricePerHour, o.Estimated = price, false
+				o.PricePerHour, o.Estimated = price+o.VolumesPerHour, false
 			}
 			offerings = append(offerings, o)
 			switch {
 			case d.spot != nil:
 				if price, ok := d.spot[[2]string{it.Name, o.Zone}]; ok {
-					offerings = append(offerings, catalog.Offering{Zone: o.Zone, CapacityType: catalog.CapacityTypeSpot, PricePerHour: price, Available: true})
+					offerings = append(offerings, catalog.Offering{Zone: o.Zone, CapacityType: catalog.CapacityTypeSpot,
+						PricePerHour: price + o.VolumesPerHour, VolumesPerHour: o.VolumesPerHour, Available: true})
 				}
 			case spec.SpotPrice > 0:
-				offerings = append(offerings, catalog.Offering{Zone: o.Zone, CapacityType: catalog.CapacityTypeSpot, PricePerHour: spec.SpotPrice, Available: true, Estimated: true})
+				offerings = append(offerings, catalog.Offering{Zone: o.Zone, CapacityType: catalog.CapacityTypeSpot,
+					PricePerHour: spec.SpotPrice + o.VolumesPerHour, VolumesPerHour: o.VolumesPerHour, Available: true, Estimated: true})
 			}
 		}
 		if len(offerings) == 0 {

@@ -2,6 +2,7 @@ package aws_test
 
 import (
 	"context"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -90,10 +91,19 @@ func TestInstanceTypesDiscoveredFromAWS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := offering(t, its, "m5.large", "us-east-1a", "spot"); o.PricePerHour != 0.0123 || o.Estimated {
+	// Every offering's price carries the node's volumes: the class sets none, so the default
+	// 20 GiB gp3 root volume at $0.08 per GiB-month.
+	const rootVolume = 20 * 0.08 / 730
+	listPrice := func(o catalog.Offering) float64 {
+		if math.Abs(o.VolumesPerHour-rootVolume) > 1e-12 {
+			t.Errorf("offering %+v: volumes %v per hour, want %v", o, o.VolumesPerHour, rootVolume)
+		}
+		return math.Round((o.PricePerHour-o.VolumesPerHour)*1e9) / 1e9
+	}
+	if o := offering(t, its, "m5.large", "us-east-1a", "spot"); listPrice(o) != 0.0123 || o.Estimated {
 		t.Errorf("spot offering %+v, want the current 0.0123 from the spot price history", o)
 	}
-	if o := offering(t, its, "m5.large", "us-east-1b", "on-demand"); o.PricePerHour != 0.096 || o.Estimated {
+	if o := offering(t, its, "m5.large", "us-east-1b", "on-demand"); listPrice(o) != 0.096 || o.Estimated {
 		t.Errorf("on-demand offering %+v, want 0.096 from the price list", o)
 	}
 	for _, it := range its {
@@ -112,12 +122,12 @@ func TestInstanceTypesDiscoveredFromAWS(t *testing.T) {
 	srv.SetSpotPrice("m5.large", "us-east-1a", 0.02)
 	now.Add(cloudaws.DiscoveryInterval - time.Minute)
 	its, _ = p.InstanceTypes(ctx, class)
-	if n := discoveryCalls(srv); n != read || offering(t, its, "m5.large", "us-east-1a", "spot").PricePerHour != 0.0123 {
+	if n := discoveryCalls(srv); n != read || listPrice(offering(t, its, "m5.large", "us-east-1a", "spot")) != 0.0123 {
 		t.Errorf("refreshed before the interval: %d requests (had %d)", n, read)
 	}
 	now.Add(time.Minute)
 	its, _ = p.InstanceTypes(ctx, class)
-	if discoveryCalls(srv) == read || offering(t, its, "m5.large", "us-east-1a", "spot").PricePerHour != 0.02 {
+	if discoveryCalls(srv) == read || listPrice(offering(t, its, "m5.large", "us-east-1a", "spot")) != 0.02 {
 		t.Errorf("not refreshed after %s", cloudaws.DiscoveryInterval)
 	}
 
@@ -129,7 +139,7 @@ func TestInstanceTypesDiscoveredFromAWS(t *testing.T) {
 		t.Error("RefreshInstanceTypes hid the failure")
 	}
 	its, _ = p.InstanceTypes(ctx, class)
-	if o := offering(t, its, "m5.large", "us-east-1a", "spot"); o.PricePerHour != spec.SpotPrice || !o.Estimated {
+	if o := offering(t, its, "m5.large", "us-east-1a", "spot"); listPrice(o) != spec.SpotPrice || !o.Estimated {
 		t.Errorf("spot offering %+v, want the catalog's estimate %v", o, spec.SpotPrice)
 	}
 	if o := offering(t, its, "m5.large", "us-east-1a", "on-demand"); o.Estimated {
@@ -138,7 +148,7 @@ func TestInstanceTypesDiscoveredFromAWS(t *testing.T) {
 	srv.SetFaults(awssim.Faults{})
 	now.Add(cloudaws.DiscoveryRetry)
 	its, _ = p.InstanceTypes(ctx, class)
-	if o := offering(t, its, "m5.large", "us-east-1a", "spot"); o.PricePerHour != 0.02 {
+	if o := offering(t, its, "m5.large", "us-east-1a", "spot"); listPrice(o) != 0.02 {
 		t.Errorf("after the retry: %+v", o)
 	}
 

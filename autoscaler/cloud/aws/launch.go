@@ -496,23 +496,17 @@ func metadataOptions(m *awsv1.MetadataOptions) *ec2types.LaunchTemplateInstanceM
 	}
 }
 
-// blockDevices renders spec.blockDeviceMappings, or the family's default as Karpenter sets it:
-// a 20 GiB encrypted gp3 root volume on /dev/xvda (AL2023, AL2); for Bottlerocket a 4 GiB OS
-// volume on /dev/xvda and a 20 GiB data volume on /dev/xvdb; none for Custom (the AMI's own).
+// blockDevices renders spec.blockDeviceMappings, or the family's default volumes as Karpenter
+// sets them (catalog.DefaultVolumes, the same the price of a node counts), encrypted.
 func blockDevices(nc *awsv1.EC2NodeClass, family string) ([]ec2types.LaunchTemplateBlockDeviceMappingRequest, error) {
 	if len(nc.Spec.BlockDeviceMappings) == 0 {
-		gp3 := func(dev string, gib int32) ec2types.LaunchTemplateBlockDeviceMappingRequest {
-			return ec2types.LaunchTemplateBlockDeviceMappingRequest{DeviceName: aws.String(dev),
-				Ebs: &ec2types.LaunchTemplateEbsBlockDeviceRequest{VolumeSize: aws.Int32(gib), VolumeType: ec2types.VolumeTypeGp3,
-					Encrypted: aws.Bool(true), DeleteOnTermination: aws.Bool(true)}}
+		var out []ec2types.LaunchTemplateBlockDeviceMappingRequest
+		for _, v := range catalog.DefaultVolumes(family) {
+			out = append(out, ec2types.LaunchTemplateBlockDeviceMappingRequest{DeviceName: aws.String(v.Device),
+				Ebs: &ec2types.LaunchTemplateEbsBlockDeviceRequest{VolumeSize: aws.Int32(int32(v.SizeGiB)), VolumeType: ec2types.VolumeType(v.Type),
+					Encrypted: aws.Bool(true), DeleteOnTermination: aws.Bool(true)}})
 		}
-		switch family {
-		case catalog.AMIFamilyBottlerocket:
-			return []ec2types.LaunchTemplateBlockDeviceMappingRequest{gp3("/dev/xvda", 4), gp3("/dev/xvdb", 20)}, nil
-		case catalog.AMIFamilyCustom:
-			return nil, nil
-		}
-		return []ec2types.LaunchTemplateBlockDeviceMappingRequest{gp3("/dev/xvda", 20)}, nil
+		return out, nil
 	}
 	var out []ec2types.LaunchTemplateBlockDeviceMappingRequest
 	for i, b := range nc.Spec.BlockDeviceMappings {
