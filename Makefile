@@ -11,7 +11,7 @@ export KARPOOL_BIN_DIR := $(BIN)
 TEST_P ?= 1
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build up generate verify-generate tools test test-unit fuzz lint bench clean
+.PHONY: all build up generate verify-generate tools test test-unit fuzz lint bench bench-vs-karpenter clean
 
 all: build
 
@@ -75,6 +75,12 @@ BENCH_PKGS ?= ./...
 bench: tools
 	$(GO) test -run '^$$' -bench . -benchmem $(BENCH_PKGS) | tee $(BIN)/bench.txt
 	@awk -f hack/benchtable.awk $(BIN)/bench.txt
+
+## bench-vs-karpenter: karpool and Karpenter's kwok provider side by side on fresh local control planes (not part of make test; about 30 min)
+BENCHVS_FLAGS ?=
+bench-vs-karpenter: tools build
+	hack/tools.sh karpenter
+	$(GO) run ./hack/benchvs -karpool $(BIN)/karpool -karpenter $(BIN)/karpenter-kwok -karpenter-crds $(BIN)/karpenter-crds -bin-dir $(BIN) $(BENCHVS_FLAGS)
 
 clean:
 	rm -rf $(BIN)

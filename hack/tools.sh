@@ -7,7 +7,8 @@
 # on the same machine (which is what CI is) therefore links instead of rebuilding, and a changed pin
 # gets a new cache key and is rebuilt.
 #
-# Usage: hack/tools.sh [tool...]   (default: all; tools: kube etcd kwok controller-gen cue)
+# Usage: hack/tools.sh [tool...]   (default: kube etcd kwok controller-gen cue; karpenter only when
+# named: Karpenter's kwok provider and CRDs, for `make bench-vs-karpenter`)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,6 +23,7 @@ declare -A version=(
 	[kwok]=v0.8.0
 	[controller-gen]=v0.21.0
 	[cue]=v0.17.1
+	[karpenter]=v1.14.1
 )
 declare -A binaries=(
 	[kube]="kube-apiserver kube-controller-manager kube-scheduler"
@@ -29,6 +31,7 @@ declare -A binaries=(
 	[kwok]="kwok kwok-stages.yaml"
 	[controller-gen]="controller-gen"
 	[cue]="cue"
+	[karpenter]="karpenter-kwok karpenter-crds"
 )
 order=(kube etcd kwok controller-gen cue)
 
@@ -84,6 +87,17 @@ build_controller-gen() {
 
 build_cue() {
 	(cd "$root/hack/tools/cue" && run go build -o "$1/cue" cuelang.org/go/cmd/cue)
+}
+
+build_karpenter() {
+	local out=$1
+	(cd "$root/hack/tools/karpenter" && run go build -ldflags "-s -w" -o "$out/karpenter-kwok" sigs.k8s.io/karpenter/kwok)
+	# Karpenter's own CRDs and the KWOKNodeClass CRD, as the module ships them.
+	local dir
+	dir=$(cd "$root/hack/tools/karpenter" && go list -m -f '{{.Dir}}' sigs.k8s.io/karpenter) || fail "locating the karpenter module"
+	mkdir -p "$out/karpenter-crds"
+	cp "$dir"/pkg/apis/crds/*.yaml "$dir"/kwok/apis/crds/*.yaml "$out/karpenter-crds/" || fail "copying Karpenter's CRDs"
+	chmod u+w "$out"/karpenter-crds/*.yaml
 }
 
 # key names the cache entry: the pinned version plus a hash of the wrapper module, so editing

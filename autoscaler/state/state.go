@@ -40,7 +40,7 @@ type Cluster struct {
 	Volumes        []*corev1.PersistentVolume
 	StorageClasses []*storagev1.StorageClass
 
-	// podsByNode indexes Pods by spec.nodeName; nodesByProviderID indexes Nodes.
+	// podsByNode indexes Pods by the node they take room on (nodeOf); nodesByProviderID indexes Nodes.
 	podsByNode        map[string][]*corev1.Pod
 	nodesByProviderID map[string]*corev1.Node
 }
@@ -108,8 +108,8 @@ func (c *Cluster) index() {
 	sort.Slice(c.NodeClaims, func(i, j int) bool { return c.NodeClaims[i].Name < c.NodeClaims[j].Name })
 	c.podsByNode = map[string][]*corev1.Pod{}
 	for _, p := range c.Pods {
-		if p.Spec.NodeName != "" {
-			c.podsByNode[p.Spec.NodeName] = append(c.podsByNode[p.Spec.NodeName], p)
+		if node := nodeOf(p); node != "" {
+			c.podsByNode[node] = append(c.podsByNode[node], p)
 		}
 	}
 	c.nodesByProviderID = make(map[string]*corev1.Node, len(c.Nodes))
@@ -120,8 +120,22 @@ func (c *Cluster) index() {
 	}
 }
 
-// PodsOn returns the pods bound to the node.
+// PodsOn returns the pods bound to the node and the pending ones nominated to it.
 func (c *Cluster) PodsOn(node string) []*corev1.Pod { return c.podsByNode[node] }
+
+// nodeOf is the node a pod takes room on: the one it is bound to, or, while it is pending, the
+// one it is nominated to (by the kube-scheduler's preemption, or by the autoscaler's hand-off
+// at registration). The kube-scheduler counts nominated pods against a node's room, so the
+// autoscaler must too, or it plans other pods into room that is already promised.
+func nodeOf(p *corev1.Pod) string {
+	if p.Spec.NodeName != "" {
+		return p.Spec.NodeName
+	}
+	if p.DeletionTimestamp == nil {
+		return p.Status.NominatedNodeName
+	}
+	return ""
+}
 
 // NodeFor returns the Node a NodeClaim's instance registered as, if any.
 func (c *Cluster) NodeFor(nc *karpv1.NodeClaim) *corev1.Node {

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	"github.com/karpool/karpool/autoscaler/catalog"
+	"github.com/karpool/karpool/autoscaler/simulate"
+	"github.com/karpool/karpool/internal/localenv"
+)
+
+// fleet is the nodes running at one moment and what they cost per hour.
+type fleet struct {
+	nodes   int
+	perHour float64
+	types   map[string]int
+}
+
+// result is one run of one system.
+type result struct {
+	system               string
+	run                  int
+	outSeconds           float64 // applying the Deployments until every pod is Running
+	out, down            fleet
+	downSeconds          float64 // scale-down until the node set last changed
+	peakMiB, cpuSeconds  float64
+	plan                 [2]*simulate.Report
+	peakNodes, nodesSeen int
+}
+
+// priceTable prices a node by instance type and zone: on-demand list price plus the root volume.
+func priceTable(types []catalog.InstanceType) map[[2]string]float64 {
+	out := map[[2]string]float64{}
+	for _, it := range types {
+		for _, o := range it.Offerings {
+			if o.CapacityType == catalog.CapacityTypeOnDemand {
+				out[[2]string{it.Name, o.Zone}] = o.PricePerHour
+			}
+		}
+	}
+	return out
+}
+
+func measure(ctx context.Context, cfg config, sys system, runDir string, prices map[[2]string]float64, full, down int) (result, error) {
+	res := result{system: sys.name()}
+	env, err := localenv.Start(ctx, localenv.Options{BinDir: cfg.binDir, Dir: runDir, SkipCRDs: sys.name() == "karpenter", ComponentQPS: cfg.qps})
+	if err != nil {
+		return res, err
+	}
+	defer env.Stop()
+	c, err := env.Client()
+	if err != nil {
+		return res, err
+	}
+	p, err := sys.start(ctx, env, c, runDir)
+	defer sys.stop()
+	if err != nil {
+		return res, err
+	}
+	defer p.stop()
+	if err := poll(ctx, 2*time.Minute, func() (bool, error) { return poolReady(ctx, c, p) }); err != nil {
+		return res, fmt.Errorf("NodePool default not Ready: %w", err)
+	}
+	seen := map[string]bool{}
+	start := time.Now()
+	if err := applyFile(ctx, c, filepath.Join(filepath.Dir(runDir), "workload.yaml")); err != nil {
+		return res, err
+	}
+	if err := poll(ctx, cfg.timeout, func() (bool, error) {
+		if _, err := watchNodes(ctx, c, prices, seen, &res.peakNodes); err != nil {
+			return false, err
+		}
+		return allRunning(ctx, c, full, p)
+	}); err != nil {
+		return res, fmt.Errorf("%d pods Running: %w", full, err)
+	}
+	res.outSeconds = time.Since(start).Seconds()
+	if res.out, err = watchNodes(ctx, c, prices, seen, &res.peakNodes); err != nil {
+		return res, err
+	}
+
+	start = time.Now()
+	if err := applyFile(ctx, c, filepath.Join(filepath.Dir(runDir), "workload-scaled.yaml")); err != nil {
+		return res, err
+	}
+	last, lastChange := res.out, start
+	deadline := start.Add(cfg.settle)
+	err = poll(ctx, cfg.settle+time.Minute, func() (bool, error) {
+		f, err := watchNodes(ctx, c, prices, seen, &res.peakNodes)
+		if err != nil {
+			return false, err
+		}
+		if f.nodes != last.nodes || f.perHour != last.perHour {
+			last, lastChange = f, time.Now()
+		}
+		ok, err := allRunning(ctx, c, down, p)
+		return ok && time.Now().After(deadline), err
+	})
+	if err != nil {
+		return res, fmt.Errorf("after scale-down, %d pods Running: %w", down, err)
+	}
+	res.down, res.downSeconds = last, lastChange.Sub(start).Seconds()
+	res.nodesSeen = len(seen)
+	res.peakMiB, res.cpuSeconds, err = p.usage()
+	return res, err
+}
+
+// poolReady: the NodePool named default reports Ready, and the autoscaler still runs.
+func poolReady(ctx context.Context, c client.Client, p *process) (bool, error) {
+	if !p.running() {
+		return false, fmt.Errorf("the autoscaler exited (log: %s)", p.log)
+	}
+	var np karpv1.NodePool
+	if err := c.Get(ctx, types.NamespacedName{Name: "default"}, &np); err != nil {
+		return false, nil
+	}
+	for _, cond := range np.Status.Conditions {
+		if cond.Type == "Ready" && cond.Status == "True" {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// allRunning: exactly want pods of the workload exist (none terminating) and all are Running.
+func allRunning(ctx context.Context, c client.Client, want int, p *process) (bool, error) {
+	if !p.running() {
+		return false, fmt.Errorf("the autoscaler exited (log: %s)", p.log)
+	}
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(namespace)); err != nil {
+		return false, nil
+	}
+	n := 0
+	for _, pod := range pods.Items {
+		if pod.DeletionTimestamp != nil {
+			return false, nil
+		}
+		if pod.Status.Phase != corev1.PodRunning {
+			return false, nil
+		}
+		n++
+	}
+	return n == want, nil
+}
+
+// watchNodes prices the nodes that exist now and records every node name seen.
+func watchNodes(ctx context.Context, c client.Client, prices map[[2]string]float64, seen map[string]bool, peak *int) (fleet, error) {
+	var nodes corev1.NodeList
+	if err := c.List(ctx, &nodes); err != nil {
+		return fleet{}, nil // a failed list is retried at the next poll
+	}
+	f := fleet{types: map[string]int{}}
+	for _, n := range nodes.Items {
+		it, zone := n.Labels[corev1.LabelInstanceTypeStable], n.Labels[corev1.LabelTopologyZone]
+		price, ok := prices[[2]string{it, zone}]
+		if !ok {
+			return f, fmt.Errorf("node %s: no on-demand price for %s in %q", n.Name, it, zone)
+		}
+		f.nodes++
+		f.perHour += price
+		f.types[it]++
+		seen[n.Name] = true
+	}
+	*peak = max(*peak, f.nodes)
+	return f, nil
+}
+
+func (f fleet) String() string {
+	var parts []string
+	for t, n := range f.types {
+		parts = append(parts, fmt.Sprintf("%d×%s", n, t))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, " ")
+}
+
+func (r result) line() string {
+	return fmt.Sprintf("%-9s run %d: all Running in %.1fs on %d nodes $%.3f/h (%.2f× bound, %.2f× plan) [%s]; peak %d nodes, %d launched; "+
+		"after scale-down %d nodes $%.3f/h (%.2f× bound), last change at %.0fs [%s]; peak RSS %.0f MiB, CPU %.1fs",
+		r.system, r.run, r.outSeconds, r.out.nodes, r.out.perHour, r.out.perHour/r.plan[0].LowerBoundPerHour, r.out.perHour/r.plan[0].TotalPerHour,
+		r.out, r.peakNodes, r.nodesSeen, r.down.nodes, r.down.perHour, r.down.perHour/r.plan[1].LowerBoundPerHour, r.downSeconds, r.down,
+		r.peakMiB, r.cpuSeconds)
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// table is the Markdown summary: medians over runs, per system.
+func table(rs []result, systems []string) string {
+	var b strings.Builder
+	b.WriteString("| system | runs | all Running (s) | nodes | $/h | ÷ bound | ÷ plan | nodes ÷ plan | after 30 %: nodes | $/h | ÷ bound | last change (s) | peak RSS (MiB) | CPU (s) |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, s := range systems {
+		var cols [12][]float64
+		for _, r := range rs {
+			if r.system != s {
+				continue
+			}
+			v := []float64{r.outSeconds, float64(r.out.nodes), r.out.perHour, r.out.perHour / r.plan[0].LowerBoundPerHour,
+				r.out.perHour / r.plan[0].TotalPerHour, float64(r.out.nodes) / float64(len(r.plan[0].NodeClaims)),
+				float64(r.down.nodes), r.down.perHour, r.down.perHour / r.plan[1].LowerBoundPerHour, r.downSeconds, r.peakMiB, r.cpuSeconds}
+			for i, x := range v {
+				cols[i] = append(cols[i], x)
+			}
+		}
+		if len(cols[0]) == 0 {
+			continue
+		}
+		m := func(i int) float64 { return median(cols[i]) }
+		fmt.Fprintf(&b, "| %s | %d | %.1f | %.0f | %.3f | %.2f | %.2f | %.1f | %.0f | %.3f | %.2f | %.0f | %.0f | %.1f |\n",
+			s, len(cols[0]), m(0), m(1), m(2), m(3), m(4), m(5), m(6), m(7), m(8), m(9), m(10), m(11))
+	}
+	return b.String()
+}

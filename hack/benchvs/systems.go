@@ -1,0 +1,266 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/karpool/karpool/internal/awssim"
+	"github.com/karpool/karpool/internal/localenv"
+	"github.com/karpool/karpool/reconciler/build"
+)
+
+// system is one autoscaler under test, started on a fresh control plane.
+type system interface {
+	name() string
+	// start installs what the system needs in the cluster and starts its process, logging
+	// into logDir.
+	start(ctx context.Context, env *localenv.Env, c client.Client, logDir string) (*process, error)
+	// stop releases what start set up besides the process.
+	stop()
+}
+
+// process is an autoscaler's OS process: stopped by its PID, measured through /proc.
+type process struct {
+	cmd    *exec.Cmd
+	log    string
+	exited chan struct{}
+}
+
+func startProcess(logPath string, env []string, bin string, args ...string) (*process, error) {
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	p := &process{cmd: cmd, log: logPath, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait() // the exit status of a process we stop says nothing
+		f.Close()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// usage reads the process's peak resident memory (MiB) and CPU seconds so far.
+func (p *process) usage() (peakMiB, cpuSeconds float64, err error) {
+	pid := strconv.Itoa(p.cmd.Process.Pid)
+	status, err := os.ReadFile(filepath.Join("/proc", pid, "status"))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			peakMiB = kb / 1024
+		}
+	}
+	stat, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	if err != nil {
+		return 0, 0, err
+	}
+	// Fields after the command name (which may hold spaces) start at the state, field 3;
+	// utime and stime are fields 14 and 15, in clock ticks of 1/100 s (USER_HZ on Linux).
+	rest := string(stat[strings.LastIndexByte(string(stat), ')')+2:])
+	f := strings.Fields(rest)
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return peakMiB, (utime + stime) / 100, nil
+}
+
+func (p *process) running() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// stop sends SIGTERM to the PID, then SIGKILL after 10 s.
+func (p *process) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// applyFile server-side applies every object of a YAML file.
+func applyFile(ctx context.Context, c client.Client, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	objs, err := build.Build(map[string][]byte{filepath.Base(path): data}, "")
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	for _, o := range objs {
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.Object), client.FieldOwner("benchvs"), client.ForceOwnership); err != nil {
+			return fmt.Errorf("%s: applying %s: %w", path, o.ID(), err)
+		}
+	}
+	return nil
+}
+
+// karpool runs `karpool controller` against the AWS simulator, which registers a kwok Node
+// for every instance it runs.
+type karpool struct {
+	bin, dir string
+	sim      *awssim.Server
+}
+
+func (k *karpool) name() string { return "karpool" }
+
+func (k *karpool) start(ctx context.Context, env *localenv.Env, c client.Client, logDir string) (*process, error) {
+	sim, err := awssim.Start(awssim.Options{ClusterName: clusterName, Kube: env.Config})
+	if err != nil {
+		return nil, err
+	}
+	k.sim = sim
+	if _, err := iam.NewFromConfig(sim.AWSConfig()).CreateRole(ctx, &iam.CreateRoleInput{
+		RoleName:                 aws.String("KarpenterNodeRole-" + clusterName),
+		AssumeRolePolicyDocument: aws.String(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}`),
+	}); err != nil {
+		return nil, fmt.Errorf("creating the node role in the simulator: %w", err)
+	}
+	if err := applyFile(ctx, c, filepath.Join(k.dir, "pools", "pools.yaml")); err != nil {
+		return nil, err
+	}
+	metrics, probes := freeAddr(), freeAddr()
+	if metrics == "" || probes == "" {
+		return nil, fmt.Errorf("no free port on 127.0.0.1")
+	}
+	return startProcess(filepath.Join(logDir, "karpool.log"), sim.Env(), k.bin, "controller",
+		"--cluster-name", clusterName, "--kubeconfig", env.Kubeconfig,
+		"--metrics-bind-address", metrics, "--health-probe-bind-address", probes, "--leader-elect=false")
+}
+
+func (k *karpool) stop() {
+	if k.sim != nil {
+		k.sim.Close()
+		k.sim = nil
+	}
+}
+
+// karpenter runs Karpenter's kwok provider, which creates the kwok Nodes itself.
+type karpenter struct {
+	bin, crds, dir string
+}
+
+func (k *karpenter) name() string { return "karpenter" }
+
+func (k *karpenter) start(ctx context.Context, env *localenv.Env, c client.Client, logDir string) (*process, error) {
+	crds, err := filepath.Glob(filepath.Join(k.crds, "*.yaml"))
+	if err != nil || len(crds) == 0 {
+		return nil, fmt.Errorf("no CRDs in %s (run hack/tools.sh karpenter)", k.crds)
+	}
+	for _, f := range crds {
+		if err := applyFile(ctx, c, f); err != nil {
+			return nil, err
+		}
+	}
+	if err := waitEstablished(ctx, c, crds); err != nil {
+		return nil, err
+	}
+	if err := applyFile(ctx, c, filepath.Join(k.dir, "karpenter-pools.yaml")); err != nil {
+		return nil, err
+	}
+	// Karpenter binds its metrics and probe servers to every interface; free ports keep it from
+	// colliding with anything else on this machine for the few minutes it runs.
+	metrics, probes := freePort(), freePort()
+	return startProcess(filepath.Join(logDir, "karpenter.log"), []string{
+		"KUBECONFIG=" + env.Kubeconfig, "DISABLE_LEADER_ELECTION=true",
+		"INSTANCE_TYPES_FILE_PATH=" + filepath.Join(k.dir, "instance-types.json"),
+		"METRICS_PORT=" + metrics, "HEALTH_PROBE_PORT=" + probes, "LOG_LEVEL=info",
+	}, k.bin)
+}
+
+func (k *karpenter) stop() {}
+
+// waitEstablished waits until the CRDs of these files serve their kinds.
+func waitEstablished(ctx context.Context, c client.Client, files []string) error {
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		objs, err := build.Build(map[string][]byte{filepath.Base(f): data}, "")
+		if err != nil {
+			return err
+		}
+		for _, o := range objs {
+			err := poll(ctx, time.Minute, func() (bool, error) {
+				var crd apiextensionsv1.CustomResourceDefinition
+				if err := c.Get(ctx, types.NamespacedName{Name: o.Object.GetName()}, &crd); err != nil {
+					return false, nil
+				}
+				for _, cond := range crd.Status.Conditions {
+					if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+						return true, nil
+					}
+				}
+				return false, nil
+			})
+			if err != nil {
+				return fmt.Errorf("CRD %s not established: %w", o.Object.GetName(), err)
+			}
+		}
+	}
+	return nil
+}
+
+func freeAddr() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return ""
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func freePort() string {
+	a := freeAddr()
+	return a[strings.LastIndexByte(a, ':')+1:]
+}
+
+// poll calls check every 500 ms until it is done, fails, or timeout passes.
+func poll(ctx context.Context, timeout time.Duration, check func() (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		done, err := check()
+		if err != nil || done {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not within %s", timeout)
+		case <-t.C:
+		}
+	}
+}
