@@ -185,7 +185,7 @@ func (p *Provisioner) nominateInFlight(placements []scheduling.Binding, inFlight
 func (p *Provisioner) nominate(pods []*corev1.Pod, claim string) {
 	p.mu.Lock()
 	for _, pod := range pods {
-		p.nominations[pod.UID] = Nomination{Claim: claim, Pod: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}}
+		p.nominations[pod.UID] = claim
 	}
 	p.mu.Unlock()
 	if p.opts.Recorder != nil {
@@ -272,10 +272,8 @@ func (p *Provisioner) pools(ctx context.Context, c *state.Cluster) ([]scheduling
 	return out, skipped
 }
 
-// forgetStale drops nominations of pods that are gone or bound, and of NodeClaims that are gone.
-// Those of a NodeClaim whose node exists stay until its pods are bound: the lifecycle hands them
-// to the kube-scheduler when it registers the node (the engine then counts the pods against the
-// node itself).
+// forgetStale drops nominations of pods that are gone or bound, and of NodeClaims that are gone
+// or have a node (their pods are then placed against the node itself).
 func (p *Provisioner) forgetStale(c *state.Cluster) {
 	pending := map[types.UID]bool{}
 	for _, pod := range c.Pods {
@@ -283,30 +281,17 @@ func (p *Provisioner) forgetStale(c *state.Cluster) {
 			pending[pod.UID] = true
 		}
 	}
-	claims := map[string]bool{}
+	inFlight := map[string]bool{}
 	for _, nc := range c.NodeClaims {
-		if nc.DeletionTimestamp == nil {
-			claims[nc.Name] = true
+		if nc.DeletionTimestamp == nil && c.NodeFor(nc) == nil {
+			inFlight[nc.Name] = true
 		}
 	}
-	for uid, n := range p.nominations {
-		if !pending[uid] || !claims[n.Claim] {
+	for uid, claim := range p.nominations {
+		if !pending[uid] || !inFlight[claim] {
 			delete(p.nominations, uid)
 		}
 	}
-}
-
-// NominatedTo lists the pods planned onto the NodeClaim that are not known to be bound yet.
-func (p *Provisioner) NominatedTo(claim string) []types.NamespacedName {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var out []types.NamespacedName
-	for _, n := range p.nominations {
-		if n.Claim == claim {
-			out = append(out, n.Pod)
-		}
-	}
-	return out
 }
 
 // reportUnschedulable records a FailedScheduling event on each pod no capacity was found for,

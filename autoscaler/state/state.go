@@ -124,9 +124,9 @@ func (c *Cluster) index() {
 func (c *Cluster) PodsOn(node string) []*corev1.Pod { return c.podsByNode[node] }
 
 // nodeOf is the node a pod takes room on: the one it is bound to, or, while it is pending, the
-// one it is nominated to (by the kube-scheduler's preemption, or by the autoscaler's hand-off
-// at registration). The kube-scheduler counts nominated pods against a node's room, so the
-// autoscaler must too, or it plans other pods into room that is already promised.
+// one the kube-scheduler nominated it to (preemption). The scheduler counts nominated pods
+// against a node's room, so the autoscaler must too, or it plans other pods into room that is
+// already promised.
 func nodeOf(p *corev1.Pod) string {
 	if p.Spec.NodeName != "" {
 		return p.Spec.NodeName

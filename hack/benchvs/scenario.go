@@ -120,8 +120,30 @@ func poolTypes(cat *catalog.Catalog, opts catalog.NodeClassOptions) []catalog.In
 	return out
 }
 
+// nodePool is the NodePool both systems run: on-demand Linux nodes of the node class, with
+// the extra requirements, consolidated as soon as they are empty or underused.
+func nodePool(classGroup, classKind string, requirements ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: default
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: %s, kind: %s, name: default}
+      requirements:
+`, classGroup, classKind)
+	for _, r := range append(requirements, "{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}",
+		"{key: kubernetes.io/os, operator: In, values: [linux]}") {
+		fmt.Fprintf(&b, "        - %s\n", r)
+	}
+	b.WriteString("  disruption:\n    consolidationPolicy: WhenEmptyOrUnderutilized\n    consolidateAfter: 0s\n")
+	return b.String()
+}
+
 // karpoolPools is the EC2NodeClass and NodePool karpool runs (and `karpool simulate` reads).
-const karpoolPools = `apiVersion: karpenter.k8s.aws/v1
+var karpoolPools = `apiVersion: karpenter.k8s.aws/v1
 kind: EC2NodeClass
 metadata:
   name: default
@@ -134,47 +156,19 @@ spec:
   securityGroupSelectorTerms:
     - tags: {karpenter.sh/discovery: ` + clusterName + `}
 ---
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata:
-  name: default
-spec:
-  template:
-    spec:
-      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
-      requirements:
-        - {key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m, r]}
-        - {key: karpenter.k8s.aws/instance-generation, operator: Gt, values: ["4"]}
-        - {key: karpenter.k8s.aws/instance-generation, operator: Lt, values: ["9"]}
-        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
-        - {key: kubernetes.io/os, operator: In, values: [linux]}
-  disruption:
-    consolidationPolicy: WhenEmptyOrUnderutilized
-    consolidateAfter: 0s
-`
+` + nodePool("karpenter.k8s.aws", "EC2NodeClass",
+	"{key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m, r]}",
+	`{key: karpenter.k8s.aws/instance-generation, operator: Gt, values: ["4"]}`,
+	`{key: karpenter.k8s.aws/instance-generation, operator: Lt, values: ["9"]}`)
 
 // karpenterPools is the same pool for Karpenter's kwok provider: its instance-type file holds
-// exactly the pool's types, so only the capacity type needs a requirement.
-const karpenterPools = `apiVersion: karpenter.kwok.sh/v1alpha1
+// exactly the pool's types (poolTypes), so the pool needs no type requirements.
+var karpenterPools = `apiVersion: karpenter.kwok.sh/v1alpha1
 kind: KWOKNodeClass
 metadata:
   name: default
 ---
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata:
-  name: default
-spec:
-  template:
-    spec:
-      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
-      requirements:
-        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
-        - {key: kubernetes.io/os, operator: In, values: [linux]}
-  disruption:
-    consolidationPolicy: WhenEmptyOrUnderutilized
-    consolidateAfter: 0s
-`
+` + nodePool("karpenter.kwok.sh", "KWOKNodeClass")
 
 // kwokType is one entry of the kwok provider's instance-type file.
 type kwokType struct {
