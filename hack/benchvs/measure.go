@@ -27,14 +27,17 @@ type fleet struct {
 
 // result is one run of one system.
 type result struct {
-	system               string
-	run                  int
-	outSeconds           float64 // applying the Deployments until every pod is Running
-	out, down            fleet
-	downSeconds          float64 // scale-down until the node set last changed
-	peakMiB, cpuSeconds  float64
-	plan                 [2]*simulate.Report
-	peakNodes, nodesSeen int
+	system     string
+	run        int
+	outSeconds float64 // applying the Deployments until every pod is Running
+	// halfSeconds and ninetySeconds: until 50 % and 90 % of the pods run; lastNodeSeconds: until
+	// the last node of the scale-out appeared. They show where the time to all Running goes.
+	halfSeconds, ninetySeconds, lastNodeSeconds float64
+	out, down                                   fleet
+	downSeconds                                 float64 // scale-down until the node set last changed
+	peakMiB, cpuSeconds                         float64
+	plan                                        [2]*simulate.Report
+	peakNodes, nodesSeen                        int
 }
 
 // priceTable prices a node by instance type and zone: on-demand list price plus the root volume.
@@ -76,10 +79,22 @@ func measure(ctx context.Context, cfg config, sys system, runDir string, prices 
 		return res, err
 	}
 	if err := poll(ctx, cfg.timeout, func() (bool, error) {
+		nodesBefore := len(seen)
 		if _, err := watchNodes(ctx, c, prices, seen, &res.peakNodes); err != nil {
 			return false, err
 		}
-		return allRunning(ctx, c, full, p)
+		since := time.Since(start).Seconds()
+		if len(seen) > nodesBefore {
+			res.lastNodeSeconds = since
+		}
+		running, done, err := allRunning(ctx, c, full, p)
+		if res.halfSeconds == 0 && 2*running >= full {
+			res.halfSeconds = since
+		}
+		if res.ninetySeconds == 0 && 10*running >= 9*full {
+			res.ninetySeconds = since
+		}
+		return done, err
 	}); err != nil {
 		return res, fmt.Errorf("%d pods Running: %w", full, err)
 	}
@@ -102,7 +117,7 @@ func measure(ctx context.Context, cfg config, sys system, runDir string, prices 
 		if f.nodes != last.nodes || f.perHour != last.perHour {
 			last, lastChange = f, time.Now()
 		}
-		ok, err := allRunning(ctx, c, down, p)
+		_, ok, err := allRunning(ctx, c, down, p)
 		return ok && time.Now().After(deadline), err
 	})
 	if err != nil {
@@ -131,26 +146,28 @@ func poolReady(ctx context.Context, c client.Client, p *process) (bool, error) {
 	return false, nil
 }
 
-// allRunning: exactly want pods of the workload exist (none terminating) and all are Running.
-func allRunning(ctx context.Context, c client.Client, want int, p *process) (bool, error) {
+// allRunning counts the workload's Running pods; done when exactly want exist (none
+// terminating) and all run.
+func allRunning(ctx context.Context, c client.Client, want int, p *process) (running int, done bool, err error) {
 	if !p.running() {
-		return false, fmt.Errorf("the autoscaler exited (log: %s)", p.log)
+		return 0, false, fmt.Errorf("the autoscaler exited (log: %s)", p.log)
 	}
 	var pods corev1.PodList
 	if err := c.List(ctx, &pods, client.InNamespace(namespace)); err != nil {
-		return false, nil
+		return 0, false, nil // retried at the next poll
 	}
-	n := 0
+	settled := true
 	for _, pod := range pods.Items {
-		if pod.DeletionTimestamp != nil {
-			return false, nil
+		switch {
+		case pod.DeletionTimestamp != nil:
+			settled = false
+		case pod.Status.Phase == corev1.PodRunning:
+			running++
+		default:
+			settled = false
 		}
-		if pod.Status.Phase != corev1.PodRunning {
-			return false, nil
-		}
-		n++
 	}
-	return n == want, nil
+	return running, settled && running == want, nil
 }
 
 // watchNodes prices the nodes that exist now and records every node name seen.
@@ -185,9 +202,9 @@ func (f fleet) String() string {
 }
 
 func (r result) line() string {
-	return fmt.Sprintf("%-9s run %d: all Running in %.1fs on %d nodes $%.3f/h (%.2f× bound, %.2f× plan) [%s]; peak %d nodes, %d launched; "+
+	return fmt.Sprintf("%-9s run %d: 50 %%/90 %%/all Running in %.1f/%.1f/%.1fs, last node at %.1fs, on %d nodes $%.3f/h (%.2f× bound, %.2f× plan) [%s]; peak %d nodes, %d launched; "+
 		"after scale-down %d nodes $%.3f/h (%.2f× bound), last change at %.0fs [%s]; peak RSS %.0f MiB, CPU %.1fs",
-		r.system, r.run, r.outSeconds, r.out.nodes, r.out.perHour, r.out.perHour/r.plan[0].LowerBoundPerHour, r.out.perHour/r.plan[0].TotalPerHour,
+		r.system, r.run, r.halfSeconds, r.ninetySeconds, r.outSeconds, r.lastNodeSeconds, r.out.nodes, r.out.perHour, r.out.perHour/r.plan[0].LowerBoundPerHour, r.out.perHour/r.plan[0].TotalPerHour,
 		r.out, r.peakNodes, r.nodesSeen, r.down.nodes, r.down.perHour, r.down.perHour/r.plan[1].LowerBoundPerHour, r.downSeconds, r.down,
 		r.peakMiB, r.cpuSeconds)
 }
