@@ -17,20 +17,29 @@ var files embed.FS
 
 // All returns every embedded CRD, sorted by name.
 func All() ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	names, err := fs.Glob(files, "bases/*.yaml")
+	crds, err := Load(files, "bases/*.yaml")
+	if err != nil {
+		return nil, fmt.Errorf("config/crd: %w (run make generate)", err)
+	}
+	return crds, nil
+}
+
+// Load reads the CRDs of the files matching pattern in fsys (one per file), sorted by file name.
+func Load(fsys fs.FS, pattern string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	names, err := fs.Glob(fsys, pattern)
 	if err != nil {
 		return nil, err
 	}
 	sort.Strings(names)
 	var out []*apiextensionsv1.CustomResourceDefinition
 	for _, n := range names {
-		data, err := files.ReadFile(n)
+		data, err := fs.ReadFile(fsys, n)
 		if err != nil {
 			return nil, err
 		}
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := yaml.UnmarshalStrict(data, crd); err != nil {
-			return nil, fmt.Errorf("config/crd/%s: %w (run make generate)", n, err)
+			return nil, fmt.Errorf("%s: %w", n, err)
 		}
 		out = append(out, crd)
 	}

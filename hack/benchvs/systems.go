@@ -14,10 +14,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/karpool/karpool/config/crd"
 	"github.com/karpool/karpool/internal/awssim"
 	"github.com/karpool/karpool/internal/localenv"
 	"github.com/karpool/karpool/reconciler/build"
@@ -173,16 +172,11 @@ type karpenter struct {
 func (k *karpenter) name() string { return "karpenter" }
 
 func (k *karpenter) start(ctx context.Context, env *localenv.Env, c client.Client, logDir string) (*process, error) {
-	crds, err := filepath.Glob(filepath.Join(k.crds, "*.yaml"))
+	crds, err := crd.Load(os.DirFS(k.crds), "*.yaml")
 	if err != nil || len(crds) == 0 {
-		return nil, fmt.Errorf("no CRDs in %s (run hack/tools.sh karpenter)", k.crds)
+		return nil, fmt.Errorf("reading Karpenter's CRDs in %s (hack/tools.sh karpenter builds them): %v", k.crds, err)
 	}
-	for _, f := range crds {
-		if err := applyFile(ctx, c, f); err != nil {
-			return nil, err
-		}
-	}
-	if err := waitEstablished(ctx, c, crds); err != nil {
+	if err := localenv.ApplyCRDs(ctx, c, crds); err != nil {
 		return nil, err
 	}
 	if err := applyFile(ctx, c, filepath.Join(k.dir, "karpenter-pools.yaml")); err != nil {
@@ -199,38 +193,6 @@ func (k *karpenter) start(ctx context.Context, env *localenv.Env, c client.Clien
 }
 
 func (k *karpenter) stop() {}
-
-// waitEstablished waits until the CRDs of these files serve their kinds.
-func waitEstablished(ctx context.Context, c client.Client, files []string) error {
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		objs, err := build.Build(map[string][]byte{filepath.Base(f): data}, "")
-		if err != nil {
-			return err
-		}
-		for _, o := range objs {
-			err := poll(ctx, time.Minute, func() (bool, error) {
-				var crd apiextensionsv1.CustomResourceDefinition
-				if err := c.Get(ctx, types.NamespacedName{Name: o.Object.GetName()}, &crd); err != nil {
-					return false, nil
-				}
-				for _, cond := range crd.Status.Conditions {
-					if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-						return true, nil
-					}
-				}
-				return false, nil
-			})
-			if err != nil {
-				return fmt.Errorf("CRD %s not established: %w", o.Object.GetName(), err)
-			}
-		}
-	}
-	return nil
-}
 
 func freeAddr() string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

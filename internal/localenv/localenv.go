@@ -384,6 +384,11 @@ func InstallCRDs(ctx context.Context, c client.Client) error {
 	if err != nil {
 		return err
 	}
+	return ApplyCRDs(ctx, c, crds)
+}
+
+// ApplyCRDs creates (or updates) the CRDs and waits until the API server serves them.
+func ApplyCRDs(ctx context.Context, c client.Client, crds []*apiextensionsv1.CustomResourceDefinition) error {
 	for _, want := range crds {
 		got := &apiextensionsv1.CustomResourceDefinition{}
 		err := c.Get(ctx, types.NamespacedName{Name: want.Name}, got)
