@@ -69,7 +69,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	claimOpts := nodeclaim.Options{
 		Provider: opts.Provider, RegistrationTTL: opts.RegistrationTTL, Recorder: recorder, Metrics: m,
-		CapacityGone: prov.Trigger,
+		CapacityGone: prov.Trigger, Nominated: prov.NominatedTo,
 	}
 	// Launches are slow API calls; let several run at once.
 	if err := nodeclaim.NewLifecycle(mgr.GetClient(), claimOpts).SetupWithManager(mgr, 10); err != nil {

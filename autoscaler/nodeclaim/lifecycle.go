@@ -11,12 +11,15 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -42,6 +45,9 @@ type Options struct {
 	// launch without capacity, a registration timeout, a deletion), so the provisioner looks at
 	// the pending pods again at once.
 	CapacityGone func()
+	// Nominated lists the pods the provisioner planned onto a NodeClaim (by name) that may still
+	// be pending; registration hands them to the kube-scheduler.
+	Nominated func(claim string) []types.NamespacedName
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -55,6 +61,9 @@ func (o *Options) defaults() {
 	}
 	if o.CapacityGone == nil {
 		o.CapacityGone = func() {}
+	}
+	if o.Nominated == nil {
+		o.Nominated = func(string) []types.NamespacedName { return nil }
 	}
 	if o.Recorder == nil {
 		o.Recorder = &record.FakeRecorder{}
@@ -228,6 +237,7 @@ func (l *Lifecycle) register(ctx context.Context, nc *karpv1.NodeClaim) (reconci
 		l.opts.CapacityGone()
 		return reconcile.Result{}, nil
 	}
+	l.handOff(ctx, nc, node.Name)
 	patch := client.MergeFrom(node.DeepCopy())
 	adoptNode(node, nc)
 	if err := l.client.Patch(ctx, node, patch); err != nil {
@@ -247,6 +257,41 @@ func (l *Lifecycle) register(ctx context.Context, nc *karpv1.NodeClaim) (reconci
 		l.opts.Metrics.NodeClaimsRegistered.WithLabelValues(nc.Labels[karpv1.LabelNodePool]).Inc()
 	}
 	return l.initialize(ctx, nc)
+}
+
+// handOffParallelism bounds the pod status patches of one hand-off.
+const handOffParallelism = 10
+
+// handOff tells the kube-scheduler where the provisioner planned the NodeClaim's pods: each
+// pending pod's status.nominatedNodeName becomes the node (KEP-5278: a component that plans pods
+// onto new nodes may say so there, if no one else has). The scheduler tries a pod's nominated
+// node first and counts the pods nominated to a node against its room, so the first nodes to
+// come up do not take the pods planned for NodeClaims still on their way (whose own pods would
+// then start another round of provisioning). It runs at registration, before the unregistered
+// taint goes, so the nominations are in place when the node can take pods, and again at
+// initialization for pods whose nomination the scheduler dropped meanwhile. The provisioner
+// takes back nominations that went stale (provisioning.staleNominations). Failures only lose
+// the hint.
+func (l *Lifecycle) handOff(ctx context.Context, nc *karpv1.NodeClaim, node string) {
+	pods := l.opts.Nominated(nc.Name)
+	var handed atomic.Int32
+	workqueue.ParallelizeUntil(ctx, handOffParallelism, len(pods), func(i int) {
+		var pod corev1.Pod
+		if err := l.client.Get(ctx, pods[i], &pod); err != nil || pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil ||
+			pod.Status.NominatedNodeName != "" {
+			return
+		}
+		patch := client.MergeFromWithOptions(pod.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		pod.Status.NominatedNodeName = node
+		if err := l.client.Status().Patch(ctx, &pod, patch); err != nil {
+			log.FromContext(ctx).V(1).Info("could not nominate pod to its node", "Pod", klog.KObj(&pod), "Node", node, "error", err.Error())
+			return
+		}
+		handed.Add(1)
+	})
+	if n := handed.Load(); n > 0 {
+		log.FromContext(ctx).Info("nominated planned pods to their node", "Node", klog.KRef("", node), "pods", n)
+	}
 }
 
 // adoptNode applies what registration puts on the Node (pure, so it can be tested alone).
@@ -318,6 +363,7 @@ func (l *Lifecycle) initialize(ctx context.Context, nc *karpv1.NodeClaim) (recon
 		return reconcile.Result{RequeueAfter: waitingForNode}, nil
 	}
 	if node.Labels[karpv1.LabelNodeInitialized] != "true" {
+		l.handOff(ctx, nc, node.Name)
 		patch := client.MergeFrom(node.DeepCopy())
 		node.Labels[karpv1.LabelNodeInitialized] = "true"
 		if err := l.client.Patch(ctx, node, patch); err != nil {

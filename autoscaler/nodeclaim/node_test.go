@@ -1,11 +1,14 @@
 package nodeclaim
 
 import (
+	"context"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 )
@@ -69,6 +72,36 @@ func TestNotInitialized(t *testing.T) {
 	for _, c := range cases {
 		if got := notInitialized(&c.node, claim()); got != c.want {
 			t.Errorf("%s: got %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// Registration hands the pods planned onto the NodeClaim to the kube-scheduler: each still
+// pending one is nominated to the node; bound and vanished pods, and pods someone else already
+// nominated (KEP-5278: a nomination is not overwritten), are left alone.
+func TestHandOffNominatesPlannedPods(t *testing.T) {
+	pod := func(name, node string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "web"}, Spec: corev1.PodSpec{NodeName: node}}
+	}
+	pending, bound, preemptor := pod("pending", ""), pod("bound", "other-node"), pod("preemptor", "")
+	preemptor.Status.NominatedNodeName = "victims-node"
+	c := fake.NewClientBuilder().WithObjects(pending, bound, preemptor).WithStatusSubresource(&corev1.Pod{}).Build()
+	planned := []types.NamespacedName{{Namespace: "web", Name: "pending"}, {Namespace: "web", Name: "bound"},
+		{Namespace: "web", Name: "preemptor"}, {Namespace: "web", Name: "gone"}}
+	l := NewLifecycle(c, Options{Nominated: func(claim string) []types.NamespacedName {
+		if claim != "default-abc" {
+			t.Errorf("asked for the pods of %q", claim)
+		}
+		return planned
+	}})
+	l.handOff(context.Background(), claim(), "ip-10-0-0-1.ec2.internal")
+	for name, want := range map[string]string{"pending": "ip-10-0-0-1.ec2.internal", "bound": "", "preemptor": "victims-node"} {
+		var got corev1.Pod
+		if err := c.Get(context.Background(), types.NamespacedName{Namespace: "web", Name: name}, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.NominatedNodeName != want {
+			t.Errorf("pod %s nominated to %q, want %q", name, got.Status.NominatedNodeName, want)
 		}
 	}
 }

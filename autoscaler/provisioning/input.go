@@ -7,12 +7,18 @@ import (
 	"github.com/karpool/karpool/autoscaler/state"
 )
 
-// Nominations remembers which in-flight NodeClaim each pod was planned onto. The scheduling
-// engine needs them while a NodeClaim has no node: those pods are not pending any more as far as
-// the autoscaler is concerned (their capacity is on its way), and the room they take on the
-// NodeClaim is not free. Once the NodeClaim's node exists the kube-scheduler binds the pods and
-// the nominations are no longer consulted.
-type Nominations map[types.UID]string
+// Nominations remembers which in-flight NodeClaim each pod was planned onto, by pod UID. The
+// scheduling engine needs them while a NodeClaim has no node: those pods are not pending any
+// more as far as the autoscaler is concerned (their capacity is on its way), and the room they
+// take on the NodeClaim is not free. When the NodeClaim's node registers, the lifecycle hands
+// them to the kube-scheduler as the pods' nominated node (NominatedTo).
+type Nominations map[types.UID]Nomination
+
+// Nomination is one pod's planned NodeClaim.
+type Nomination struct {
+	Claim string
+	Pod   types.NamespacedName
+}
 
 // input builds the scheduling engine's input from a snapshot: pending pods (minus those
 // nominated to in-flight NodeClaims), existing nodes with their pods, in-flight NodeClaims with
@@ -44,7 +50,7 @@ func input(c *state.Cluster, pools []scheduling.Pool, noms Nominations, region s
 		in.NodeClaims = append(in.NodeClaims, scheduling.InFlightNodeClaim{NodeClaim: nc})
 	}
 	for _, p := range c.ProvisionablePods() {
-		if i, ok := inFlight[noms[p.UID]]; ok {
+		if i, ok := inFlight[noms[p.UID].Claim]; ok {
 			in.NodeClaims[i].Pods = append(in.NodeClaims[i].Pods, p)
 			continue
 		}

@@ -48,7 +48,7 @@ func TestPartialBatchFillsInFlightNodeClaim(t *testing.T) {
 		return []scheduling.Pool{{NodePool: np, InstanceTypes: its}}
 	}
 	nominated := pendingPod("a", "1")
-	noms := Nominations{nominated.UID: "pool-1"}
+	noms := Nominations{nominated.UID: {Claim: "pool-1"}}
 	plan := func(pods []*corev1.Pod, limits corev1.ResourceList) *scheduling.Result {
 		c := state.New(append([]*corev1.Pod{nominated}, pods...), nil, []*karpv1.NodeClaim{nc})
 		in := input(c, pool(limits), noms, "us-east-1")
@@ -116,5 +116,25 @@ func TestNewNodeClaim(t *testing.T) {
 	np.Spec.Template.Spec.Taints[0].Key = "changed"
 	if nc.Spec.Taints[0].Key != "k" {
 		t.Error("the NodeClaim shares the pool's taint slice")
+	}
+}
+
+// Nominations outlive the NodeClaim's node showing up (registration hands them to the
+// kube-scheduler then), and go with the pod's binding or the NodeClaim.
+func TestNominationsKeptUntilBoundOrClaimGone(t *testing.T) {
+	launched := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "with-node"}, Status: karpv1.NodeClaimStatus{ProviderID: "aws:///us-east-1a/i-1"}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "ip-1"}, Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/i-1"}}
+	waiting, boundPod, orphan := pendingPod("waiting", "1"), pendingPod("bound", "1"), pendingPod("orphan", "1")
+	boundPod.Spec.NodeName = "ip-1"
+	p := New(nil, Options{})
+	p.nominate([]*corev1.Pod{waiting, boundPod}, "with-node")
+	p.nominate([]*corev1.Pod{orphan}, "deleted-claim")
+	p.forgetStale(state.New([]*corev1.Pod{waiting, boundPod, orphan}, []*corev1.Node{node}, []*karpv1.NodeClaim{launched}))
+	got := p.NominatedTo("with-node")
+	if len(got) != 1 || got[0] != (k8stypes.NamespacedName{Namespace: "default", Name: "waiting"}) {
+		t.Errorf("nominated to with-node: %v, want only default/waiting", got)
+	}
+	if got := p.NominatedTo("deleted-claim"); len(got) != 0 {
+		t.Errorf("nominations of a deleted NodeClaim kept: %v", got)
 	}
 }

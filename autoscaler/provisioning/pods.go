@@ -43,7 +43,7 @@ func (w *PodWatcher) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	switch {
 	case state.Provisionable(pod):
 		w.pending[pod.UID] = true
-		w.provisioner.Trigger()
+		w.provisioner.TriggerFor(pod.UID)
 	case pod.Spec.NodeName != "" && w.pending[pod.UID]:
 		delete(w.pending, pod.UID)
 		if w.metrics != nil {

@@ -50,6 +50,10 @@ type Provisioner struct {
 
 	mu          sync.Mutex
 	nominations Nominations
+	// triggered holds the pods that already extended the current batch window.
+	triggered map[types.UID]bool
+	// nominatedSince is when each pending pod's nomination to a node was first seen.
+	nominatedSince map[types.UID]nominatedSince
 }
 
 // New returns a Provisioner that reads from and writes through c (the manager's client, whose
@@ -64,7 +68,8 @@ func New(c client.Client, opts Options) *Provisioner {
 	if opts.Recheck <= 0 {
 		opts.Recheck = 10 * time.Second
 	}
-	return &Provisioner{client: c, opts: opts, trigger: make(chan struct{}, 1), nominations: Nominations{}}
+	return &Provisioner{client: c, opts: opts, trigger: make(chan struct{}, 1), nominations: Nominations{},
+		triggered: map[types.UID]bool{}, nominatedSince: map[types.UID]nominatedSince{}}
 }
 
 // Trigger asks for a provisioning round; triggers during a batch window extend the batch.
@@ -72,6 +77,19 @@ func (p *Provisioner) Trigger() {
 	select {
 	case p.trigger <- struct{}{}:
 	default:
+	}
+}
+
+// TriggerFor asks for a round for a pending pod. As in Karpenter's batcher, each pod extends a
+// batch window once: the kube-scheduler rewrites the status of every pod it retries, and if
+// each rewrite extended the window, rounds on a busy cluster would all wait for BatchMax.
+func (p *Provisioner) TriggerFor(pod types.UID) {
+	p.mu.Lock()
+	seen := p.triggered[pod]
+	p.triggered[pod] = true
+	p.mu.Unlock()
+	if !seen {
+		p.Trigger()
 	}
 }
 
@@ -101,6 +119,7 @@ func (p *Provisioner) Start(ctx context.Context) error {
 // passed, so that a Deployment scaled up is planned in one round instead of pod by pod. It
 // returns false when ctx ended.
 func (p *Provisioner) batch(ctx context.Context) bool {
+	defer p.endWindow()
 	idle := time.NewTimer(p.opts.BatchIdle)
 	defer idle.Stop()
 	maxWait := time.NewTimer(p.opts.BatchMax)
@@ -119,6 +138,13 @@ func (p *Provisioner) batch(ctx context.Context) bool {
 	}
 }
 
+// endWindow lets every pod extend the next batch window again.
+func (p *Provisioner) endWindow() {
+	p.mu.Lock()
+	clear(p.triggered)
+	p.mu.Unlock()
+}
+
 // Provision runs one round: snapshot, plan, create NodeClaims.
 func (p *Provisioner) Provision(ctx context.Context) error {
 	logger := log.FromContext(ctx)
@@ -130,8 +156,10 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 	pools, skipped := p.pools(ctx, c)
 	p.mu.Lock()
 	p.forgetStale(c)
+	stale := staleNominations(c, p.nominatedSince, time.Now())
 	in := input(c, pools, p.nominations, p.opts.Region)
 	p.mu.Unlock()
+	p.clearNominations(ctx, stale)
 	if len(in.Pods) == 0 {
 		if p.opts.Metrics != nil {
 			p.opts.Metrics.UnschedulablePods.Set(0)
@@ -185,7 +213,7 @@ func (p *Provisioner) nominateInFlight(placements []scheduling.Binding, inFlight
 func (p *Provisioner) nominate(pods []*corev1.Pod, claim string) {
 	p.mu.Lock()
 	for _, pod := range pods {
-		p.nominations[pod.UID] = claim
+		p.nominations[pod.UID] = Nomination{Claim: claim, Pod: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}}
 	}
 	p.mu.Unlock()
 	if p.opts.Recorder != nil {
@@ -272,8 +300,10 @@ func (p *Provisioner) pools(ctx context.Context, c *state.Cluster) ([]scheduling
 	return out, skipped
 }
 
-// forgetStale drops nominations of pods that are gone or bound, and of NodeClaims that are gone
-// or have a node (their pods are then placed against the node itself).
+// forgetStale drops nominations of pods that are gone or bound, and of NodeClaims that are gone.
+// Those of a NodeClaim whose node exists stay until its pods are bound: the lifecycle hands them
+// to the kube-scheduler when it registers the node (the engine then counts the pods against the
+// node itself).
 func (p *Provisioner) forgetStale(c *state.Cluster) {
 	pending := map[types.UID]bool{}
 	for _, pod := range c.Pods {
@@ -281,17 +311,30 @@ func (p *Provisioner) forgetStale(c *state.Cluster) {
 			pending[pod.UID] = true
 		}
 	}
-	inFlight := map[string]bool{}
+	claims := map[string]bool{}
 	for _, nc := range c.NodeClaims {
-		if nc.DeletionTimestamp == nil && c.NodeFor(nc) == nil {
-			inFlight[nc.Name] = true
+		if nc.DeletionTimestamp == nil {
+			claims[nc.Name] = true
 		}
 	}
-	for uid, claim := range p.nominations {
-		if !pending[uid] || !inFlight[claim] {
+	for uid, n := range p.nominations {
+		if !pending[uid] || !claims[n.Claim] {
 			delete(p.nominations, uid)
 		}
 	}
+}
+
+// NominatedTo lists the pods planned onto the NodeClaim that are not known to be bound yet.
+func (p *Provisioner) NominatedTo(claim string) []types.NamespacedName {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []types.NamespacedName
+	for _, n := range p.nominations {
+		if n.Claim == claim {
+			out = append(out, n.Pod)
+		}
+	}
+	return out
 }
 
 // reportUnschedulable records a FailedScheduling event on each pod no capacity was found for,

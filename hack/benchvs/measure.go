@@ -30,14 +30,16 @@ type result struct {
 	system     string
 	run        int
 	outSeconds float64 // applying the Deployments until every pod is Running
-	// halfSeconds and ninetySeconds: until 50 % and 90 % of the pods run; lastNodeSeconds: until
-	// the last node of the scale-out appeared. They show where the time to all Running goes.
-	halfSeconds, ninetySeconds, lastNodeSeconds float64
-	out, down                                   fleet
-	downSeconds                                 float64 // scale-down until the node set last changed
-	peakMiB, cpuSeconds                         float64
-	plan                                        [2]*simulate.Report
-	peakNodes, nodesSeen                        int
+	// halfSeconds and ninetySeconds: until 50 % and 90 % of the pods run; createdSeconds: until
+	// the ReplicaSets had created every pod; firstNodeSeconds and lastNodeSeconds: until the
+	// first and the last node of the scale-out appeared. They show where the time goes.
+	halfSeconds, ninetySeconds, createdSeconds float64
+	firstNodeSeconds, lastNodeSeconds          float64
+	out, down                                  fleet
+	downSeconds                                float64 // scale-down until the node set last changed
+	peakMiB, cpuSeconds                        float64
+	plan                                       [2]*simulate.Report
+	peakNodes, nodesSeen                       int
 }
 
 // priceTable prices a node by instance type and zone: on-demand list price plus the root volume.
@@ -86,8 +88,14 @@ func measure(ctx context.Context, cfg config, sys system, runDir string, prices 
 		since := time.Since(start).Seconds()
 		if len(seen) > nodesBefore {
 			res.lastNodeSeconds = since
+			if res.firstNodeSeconds == 0 {
+				res.firstNodeSeconds = since
+			}
 		}
-		running, done, err := allRunning(ctx, c, full, p)
+		running, pods, done, err := allRunning(ctx, c, full, p)
+		if res.createdSeconds == 0 && pods >= full {
+			res.createdSeconds = since
+		}
 		if res.halfSeconds == 0 && 2*running >= full {
 			res.halfSeconds = since
 		}
@@ -117,7 +125,7 @@ func measure(ctx context.Context, cfg config, sys system, runDir string, prices 
 		if f.nodes != last.nodes || f.perHour != last.perHour {
 			last, lastChange = f, time.Now()
 		}
-		_, ok, err := allRunning(ctx, c, down, p)
+		_, _, ok, err := allRunning(ctx, c, down, p)
 		return ok && time.Now().After(deadline), err
 	})
 	if err != nil {
@@ -146,15 +154,15 @@ func poolReady(ctx context.Context, c client.Client, p *process) (bool, error) {
 	return false, nil
 }
 
-// allRunning counts the workload's Running pods; done when exactly want exist (none
-// terminating) and all run.
-func allRunning(ctx context.Context, c client.Client, want int, p *process) (running int, done bool, err error) {
+// allRunning counts the workload's pods and the Running ones; done when exactly want exist
+// (none terminating) and all run.
+func allRunning(ctx context.Context, c client.Client, want int, p *process) (running, total int, done bool, err error) {
 	if !p.running() {
-		return 0, false, fmt.Errorf("the autoscaler exited (log: %s)", p.log)
+		return 0, 0, false, fmt.Errorf("the autoscaler exited (log: %s)", p.log)
 	}
 	var pods corev1.PodList
 	if err := c.List(ctx, &pods, client.InNamespace(namespace)); err != nil {
-		return 0, false, nil // retried at the next poll
+		return 0, 0, false, nil // retried at the next poll
 	}
 	settled := true
 	for _, pod := range pods.Items {
@@ -167,7 +175,7 @@ func allRunning(ctx context.Context, c client.Client, want int, p *process) (run
 			settled = false
 		}
 	}
-	return running, settled && running == want, nil
+	return running, len(pods.Items), settled && running == want, nil
 }
 
 // watchNodes prices the nodes that exist now and records every node name seen.
@@ -202,9 +210,9 @@ func (f fleet) String() string {
 }
 
 func (r result) line() string {
-	return fmt.Sprintf("%-9s run %d: 50 %%/90 %%/all Running in %.1f/%.1f/%.1fs, last node at %.1fs, on %d nodes $%.3f/h (%.2f× bound, %.2f× plan) [%s]; peak %d nodes, %d launched; "+
+	return fmt.Sprintf("%-9s run %d: all pods created at %.1fs, first node at %.1fs; 50 %%/90 %%/all Running in %.1f/%.1f/%.1fs, last node at %.1fs, on %d nodes $%.3f/h (%.2f× bound, %.2f× plan) [%s]; peak %d nodes, %d launched; "+
 		"after scale-down %d nodes $%.3f/h (%.2f× bound), last change at %.0fs [%s]; peak RSS %.0f MiB, CPU %.1fs",
-		r.system, r.run, r.halfSeconds, r.ninetySeconds, r.outSeconds, r.lastNodeSeconds, r.out.nodes, r.out.perHour, r.out.perHour/r.plan[0].LowerBoundPerHour, r.out.perHour/r.plan[0].TotalPerHour,
+		r.system, r.run, r.createdSeconds, r.firstNodeSeconds, r.halfSeconds, r.ninetySeconds, r.outSeconds, r.lastNodeSeconds, r.out.nodes, r.out.perHour, r.out.perHour/r.plan[0].LowerBoundPerHour, r.out.perHour/r.plan[0].TotalPerHour,
 		r.out, r.peakNodes, r.nodesSeen, r.down.nodes, r.down.perHour, r.down.perHour/r.plan[1].LowerBoundPerHour, r.downSeconds, r.down,
 		r.peakMiB, r.cpuSeconds)
 }

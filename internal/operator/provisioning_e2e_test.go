@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -262,5 +263,70 @@ func TestSecondWaveFillsInFlightNodeClaim(t *testing.T) {
 	}
 	if pods[0].Spec.NodeName != pods[1].Spec.NodeName {
 		t.Errorf("pods on %s and %s, want one node", pods[0].Spec.NodeName, pods[1].Spec.NodeName)
+	}
+}
+
+// TestStaleNominationCleared: a pending pod nominated to a karpool node it does not fit on (what
+// a hand-off leaves when the scheduler filled the node with other pods first) is not left
+// Pending. A nominated pod is not provisionable (it looks like a preemption in progress), and
+// the kube-scheduler only looks at an unschedulable pod again on a cluster event or after five
+// minutes; karpool takes the nomination back and launches a node for the pod. The test sets
+// the nomination right after the scheduler's first failed attempt, as a hand-off would.
+func TestStaleNominationCleared(t *testing.T) {
+	h := newHarness(t)
+	h.startController()
+	ns := h.namespace("stale-nomination")
+	first := h.workshopScaleOut(ns, 5)[0].Spec.NodeName
+
+	late := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "late"},
+		Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{"type": "karpenter"},
+			Containers: []corev1.Container{{Name: "c", Image: "public.ecr.aws/eks-distro/kubernetes/pause:3.2",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("4Gi")}}}},
+		},
+	}
+	if err := h.c.Create(h.ctx, late); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("the scheduler to find no room for the late pod", time.Minute, func() error {
+		if err := h.c.Get(h.ctx, client.ObjectKeyFromObject(late), late); err != nil {
+			return err
+		}
+		for _, c := range late.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Reason == corev1.PodReasonUnschedulable {
+				return nil
+			}
+		}
+		return fmt.Errorf("conditions %v", late.Status.Conditions)
+	})
+	patch := client.MergeFromWithOptions(late.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	late.Status.NominatedNodeName = first
+	if err := h.c.Status().Patch(h.ctx, late, patch); err != nil {
+		t.Fatal(err)
+	}
+
+	h.eventually("the late pod Running on a node of its own", 3*time.Minute, func() error {
+		if err := h.c.Get(h.ctx, client.ObjectKeyFromObject(late), late); err != nil {
+			return err
+		}
+		if late.Spec.NodeName == "" || late.Status.Phase != corev1.PodRunning {
+			return fmt.Errorf("phase %s, node %q, nominated %q", late.Status.Phase, late.Spec.NodeName, late.Status.NominatedNodeName)
+		}
+		return nil
+	})
+	if late.Spec.NodeName == first {
+		t.Fatalf("the late pod runs on %s, which had no room for it", first)
+	}
+	var events corev1.EventList
+	if err := h.c.List(h.ctx, &events, client.InNamespace(ns), client.MatchingFields{"involvedObject.name": "late"}); err != nil {
+		t.Fatal(err)
+	}
+	cleared := false
+	for _, e := range events.Items {
+		cleared = cleared || (e.Reason == "NominationCleared" && strings.Contains(e.Message, first))
+	}
+	if !cleared {
+		t.Errorf("no NominationCleared event names %s: the nomination went some other way", first)
 	}
 }
