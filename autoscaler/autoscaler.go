@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/karpool/karpool/autoscaler/cloud"
+	"github.com/karpool/karpool/autoscaler/disruption"
 	"github.com/karpool/karpool/autoscaler/metrics"
 	"github.com/karpool/karpool/autoscaler/nodeclaim"
 	"github.com/karpool/karpool/autoscaler/nodepool"
@@ -79,6 +80,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	if err := mgr.Add(withLogger(nodeclaim.NewGarbageCollector(mgr.GetClient(), mgr.GetAPIReader(), opts.GCInterval, claimOpts))); err != nil {
+		return err
+	}
+	if err := mgr.Add(withLogger(disruption.New(mgr.GetClient(), recorder, m))); err != nil {
 		return err
 	}
 	return nodepool.NewStatus(mgr.GetClient(), opts.Provider, m).SetupWithManager(mgr)

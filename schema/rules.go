@@ -4,7 +4,8 @@ import (
 	"fmt"
 
 	"github.com/Masterminds/semver/v3"
-	"github.com/robfig/cron/v3"
+
+	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 )
 
 // Rules that CUE cannot state are checked in Go, here, after the CUE schema: `karpool vet` and
@@ -64,15 +65,8 @@ func budgetSchedules(d *Document, obj any, reported map[string]bool) Findings {
 }
 
 // ParseSchedule reports whether Karpenter can read a disruption budget schedule; the error
-// says what is wrong with it.
-func ParseSchedule(schedule string) (err error) {
-	// The parser indexes into the input on assumptions about its shape; whatever it trips
-	// on is an invalid schedule, not a crash of the validator.
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("cannot be parsed (%v)", r)
-		}
-	}()
-	_, err = cron.ParseStandard("TZ=UTC " + schedule)
+// says what is wrong with it. The disruption controller reads schedules with the same parser.
+func ParseSchedule(schedule string) error {
+	_, err := karpv1.ParseSchedule(schedule)
 	return err
 }

@@ -26,6 +26,11 @@ type Metrics struct {
 	PoolCost  *prometheus.GaugeVec
 	// UnschedulablePods is the number of pods the last provisioning round found no capacity for.
 	UnschedulablePods prometheus.Gauge
+	// DisruptionDecisions counts disruption decisions by decision (delete), reason (empty) and
+	// consolidation type; AllowedDisruptions is, per pool and reason, how many nodes the
+	// budgets let be disrupting at once.
+	DisruptionDecisions *prometheus.CounterVec
+	AllowedDisruptions  *prometheus.GaugeVec
 }
 
 // New creates the metrics and registers them on reg.
@@ -52,14 +57,18 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "List price per hour of the NodePool's launched instances, in USD."}, []string{"nodepool"}),
 		UnschedulablePods: prometheus.NewGauge(prometheus.GaugeOpts{Name: "karpool_unschedulable_pods",
 			Help: "Pods the last provisioning round could not find capacity for."}),
+		DisruptionDecisions: counter("karpenter_voluntary_disruption_decisions_total",
+			"Disruption decisions, by decision, reason and consolidation type.", "decision", "reason", "consolidation_type"),
+		AllowedDisruptions: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "karpenter_nodepools_allowed_disruptions",
+			Help: "Nodes the NodePool's disruption budgets allow to be disrupting at once, by reason."}, []string{"nodepool", "reason"}),
 	}
 	var err error
-	for _, c := range []**prometheus.CounterVec{&m.NodeClaimsCreated, &m.NodeClaimsLaunched, &m.NodeClaimsRegistered, &m.NodeClaimsInitialized, &m.NodeClaimsTerminated} {
+	for _, c := range []**prometheus.CounterVec{&m.NodeClaimsCreated, &m.NodeClaimsLaunched, &m.NodeClaimsRegistered, &m.NodeClaimsInitialized, &m.NodeClaimsTerminated, &m.DisruptionDecisions} {
 		if *c, err = register(reg, *c); err != nil {
 			return nil, err
 		}
 	}
-	for _, g := range []**prometheus.GaugeVec{&m.PoolUsage, &m.PoolLimit, &m.PoolCost} {
+	for _, g := range []**prometheus.GaugeVec{&m.PoolUsage, &m.PoolLimit, &m.PoolCost, &m.AllowedDisruptions} {
 		if *g, err = register(reg, *g); err != nil {
 			return nil, err
 		}

@@ -12,6 +12,7 @@ import (
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	"github.com/karpool/karpool/autoscaler/cloud"
 	"github.com/karpool/karpool/autoscaler/state"
+	"github.com/karpool/karpool/internal/periodic"
 )
 
 // InstanceCollector is implemented by cloud providers that can find and terminate the
@@ -49,20 +50,7 @@ const vanishedAfter = 30 * time.Second
 
 // Start collects until ctx ends.
 func (g *GarbageCollector) Start(ctx context.Context) error {
-	logger := log.FromContext(ctx).WithName("garbagecollection")
-	ctx = log.IntoContext(ctx, logger)
-	tick := time.NewTicker(g.interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
-		if err := g.Collect(ctx); err != nil && ctx.Err() == nil {
-			logger.Error(err, "garbage collection failed")
-		}
-	}
+	return periodic.Run(ctx, "garbagecollection", g.interval, g.Collect)
 }
 
 // Collect runs one pass.

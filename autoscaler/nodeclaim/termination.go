@@ -117,7 +117,7 @@ func (l *Lifecycle) drain(ctx context.Context, nc *karpv1.NodeClaim, node *corev
 	remaining := 0
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if !needsEviction(p) {
+		if !state.Reschedulable(p) {
 			continue
 		}
 		remaining++
@@ -143,18 +143,6 @@ func (l *Lifecycle) drain(ctx context.Context, nc *karpv1.NodeClaim, node *corev
 		}
 	}
 	return remaining, nil
-}
-
-// needsEviction: DaemonSet pods and static (mirror) pods stay until the node goes; pods that
-// finished or tolerate the disrupted taint with NoExecute need no eviction either.
-func needsEviction(p *corev1.Pod) bool {
-	if state.OwnedByDaemonSet(p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-		return false
-	}
-	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
-		return false
-	}
-	return true
 }
 
 // NodeTermination handles a Node deleted directly (kubectl delete node): the Node carries the

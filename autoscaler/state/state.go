@@ -124,9 +124,9 @@ func (c *Cluster) index() {
 func (c *Cluster) PodsOn(node string) []*corev1.Pod { return c.podsByNode[node] }
 
 // nodeOf is the node a pod takes room on: the one it is bound to, or, while it is pending, the
-// one the kube-scheduler nominated it to (preemption). The scheduler counts nominated pods
-// against a node's room, so the autoscaler must too, or it plans other pods into room that is
-// already promised.
+// one it is nominated to (by the kube-scheduler's preemption, or by the autoscaler's hand-off
+// when the node registered). The scheduler counts nominated pods against a node's room, so the
+// autoscaler must too, or it plans other pods into room that is already promised.
 func nodeOf(p *corev1.Pod) string {
 	if p.Spec.NodeName != "" {
 		return p.Spec.NodeName
@@ -165,6 +165,17 @@ func Provisionable(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// Reschedulable reports whether the pod would have to move if its node went: DaemonSet pods and
+// static (mirror) pods stay until the node goes, finished pods need nothing. Draining evicts
+// exactly these; a node without them is empty.
+func Reschedulable(p *corev1.Pod) bool {
+	if OwnedByDaemonSet(p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return false
+	}
+	_, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]
+	return !mirror
 }
 
 // OwnedByDaemonSet reports whether a DaemonSet controls the pod.

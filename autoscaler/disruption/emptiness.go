@@ -1,0 +1,221 @@
+// Package disruption removes nodes karpool no longer needs, within the NodePools' disruption
+// budgets. Implemented so far: emptiness. A node of a pool whose consolidateAfter is not Never,
+// that has run no pods but daemonset and static pods for consolidateAfter, is first tainted
+// karpenter.sh/disrupted:NoSchedule; a pass at least validationDelay later deletes its
+// NodeClaim if the node is still empty (the NodeClaim's finalizer terminates the instance), or
+// lifts the taint if a pod arrived before the taint did. Decide is the pure core; Controller
+// does the I/O.
+package disruption
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	"github.com/karpool/karpool/autoscaler/state"
+)
+
+// validationDelay is how long a node stays marked before it is deleted (Karpenter waits 15 s
+// before it acts on a decision, for the same reason: a pod the scheduler bound just before the
+// taint shows up in that time).
+const validationDelay = 15 * time.Second
+
+// Tracker remembers, by NodeClaim name, since when each node has been seen empty and when it was
+// marked. After a restart both start again, which can only delay a removal.
+type Tracker struct {
+	emptySince map[string]time.Time
+	markedAt   map[string]time.Time
+}
+
+// NewTracker returns an empty Tracker.
+func NewTracker() *Tracker {
+	return &Tracker{emptySince: map[string]time.Time{}, markedAt: map[string]time.Time{}}
+}
+
+// Plan is what one pass does.
+type Plan struct {
+	Mark   []Candidate // taint now, delete at a later pass
+	Delete []Candidate // marked at least validationDelay ago and still empty
+	Unmark []Candidate // marked, but no longer to be removed
+	// Blocked says, per NodePool, why empty nodes past consolidateAfter wait.
+	Blocked map[string]string
+	// Allowed is, per NodePool, how many nodes its budgets let be disrupted for emptiness.
+	Allowed map[string]int
+}
+
+// Candidate is a node with its NodeClaim and NodePool.
+type Candidate struct {
+	NodeClaim *karpv1.NodeClaim
+	Node      *corev1.Node
+	Pool      *karpv1.NodePool
+	// EmptyFor is how long the node has been seen empty.
+	EmptyFor time.Duration
+}
+
+// poolNodes is one NodePool's initialized nodes as a pass sees them.
+type poolNodes struct {
+	pool       *karpv1.NodePool
+	count      int // initialized nodes, the base of percentage budgets
+	disrupting int // deleting, not Ready, or marked
+	eligible   []Candidate
+	marked     map[string]bool
+}
+
+// Decide looks at a snapshot and says which nodes to mark, delete and unmark.
+func (t *Tracker) Decide(c *state.Cluster, now time.Time) Plan {
+	plan := Plan{Blocked: map[string]string{}, Allowed: map[string]int{}}
+	pools := t.survey(c, now, &plan)
+	for _, name := range slices.Sorted(maps.Keys(pools)) {
+		p := pools[name]
+		allowed, err := p.pool.AllowedDisruptions(karpv1.DisruptionReasonEmpty, p.count, now)
+		plan.Allowed[name] = allowed
+		budget := max(allowed-p.disrupting, 0)
+		if err != nil {
+			plan.Blocked[name] = err.Error()
+			budget = 0
+		}
+		for _, cand := range p.eligible {
+			switch {
+			case p.marked[cand.NodeClaim.Name]:
+				if now.Sub(t.markedAt[cand.NodeClaim.Name]) >= validationDelay {
+					plan.Delete = append(plan.Delete, cand)
+				}
+			case budget > 0:
+				budget--
+				t.markedAt[cand.NodeClaim.Name] = now
+				plan.Mark = append(plan.Mark, cand)
+			case plan.Blocked[name] == "":
+				plan.Blocked[name] = fmt.Sprintf("disruption budgets allow %d node(s) of %d to be disrupted for emptiness, and %d are being disrupted",
+					min(allowed, p.count), p.count, p.disrupting)
+			}
+		}
+	}
+	return plan
+}
+
+// survey walks the NodeClaims once: it counts each pool's initialized nodes and the ones being
+// disrupted, updates the empty-since clocks, and lists the eligible empty nodes (oldest empty
+// first) and the marked nodes that are no longer eligible (into plan.Unmark).
+func (t *Tracker) survey(c *state.Cluster, now time.Time, plan *Plan) map[string]*poolNodes {
+	poolByName := map[string]*karpv1.NodePool{}
+	for _, np := range c.NodePools {
+		poolByName[np.Name] = np
+	}
+	pools := map[string]*poolNodes{}
+	seen := map[string]bool{}
+	for _, nc := range c.NodeClaims {
+		np, node := poolByName[nc.Labels[karpv1.LabelNodePool]], c.NodeFor(nc)
+		if np == nil || node == nil || !state.IsTrue(nc, karpv1.ConditionTypeInitialized) {
+			continue
+		}
+		p := pools[np.Name]
+		if p == nil {
+			p = &poolNodes{pool: np, marked: map[string]bool{}}
+			pools[np.Name] = p
+		}
+		p.count++
+		deleting := nc.DeletionTimestamp != nil
+		marked := !deleting && hasDisruptedTaint(node)
+		if deleting || marked || !nodeReady(node) {
+			p.disrupting++
+		}
+		if deleting || !empty(c, node) {
+			continue
+		}
+		seen[nc.Name] = true
+		since, ok := t.emptySince[nc.Name]
+		if !ok {
+			since = now
+			t.emptySince[nc.Name] = now
+		}
+		cand := Candidate{NodeClaim: nc, Node: node, Pool: np, EmptyFor: now.Sub(since)}
+		if marked {
+			p.marked[nc.Name] = true
+			if _, ok := t.markedAt[nc.Name]; !ok {
+				t.markedAt[nc.Name] = now // marked before a restart: validate from now
+			}
+		}
+		if !eligible(cand) {
+			if marked {
+				plan.Unmark = append(plan.Unmark, cand)
+			}
+			continue
+		}
+		p.eligible = append(p.eligible, cand)
+	}
+	t.forget(c, seen, plan)
+	for _, p := range pools {
+		slices.SortStableFunc(p.eligible, func(a, b Candidate) int {
+			if a.EmptyFor != b.EmptyFor {
+				return int(b.EmptyFor - a.EmptyFor)
+			}
+			return strings.Compare(a.NodeClaim.Name, b.NodeClaim.Name)
+		})
+	}
+	return pools
+}
+
+// forget drops the clocks of nodes that are no longer empty, and unmarks marked nodes that got
+// pods meanwhile (a pod bound just before the taint).
+func (t *Tracker) forget(c *state.Cluster, empty map[string]bool, plan *Plan) {
+	for name := range t.emptySince {
+		if !empty[name] {
+			delete(t.emptySince, name)
+		}
+	}
+	for _, nc := range c.NodeClaims {
+		node := c.NodeFor(nc)
+		if node == nil || nc.DeletionTimestamp != nil || empty[nc.Name] || !hasDisruptedTaint(node) {
+			continue
+		}
+		plan.Unmark = append(plan.Unmark, Candidate{NodeClaim: nc, Node: node})
+	}
+	for name := range t.markedAt {
+		if !empty[name] {
+			delete(t.markedAt, name)
+		}
+	}
+}
+
+// eligible: the pool consolidates (consolidateAfter is not Never), neither the NodeClaim nor
+// the node carries karpenter.sh/do-not-disrupt, and the node has been empty for consolidateAfter.
+func eligible(c Candidate) bool {
+	after := c.Pool.Spec.Disruption.ConsolidateAfter.Duration
+	return after != nil && c.EmptyFor >= *after &&
+		c.NodeClaim.Annotations[karpv1.AnnotationDoNotDisrupt] != "true" &&
+		c.Node.Annotations[karpv1.AnnotationDoNotDisrupt] != "true"
+}
+
+// empty: no pod on the node that would have to move (daemonset, static, finished and
+// terminating pods do not count).
+func empty(c *state.Cluster, node *corev1.Node) bool {
+	for _, p := range c.PodsOn(node.Name) {
+		if p.Spec.NodeName == node.Name && p.DeletionTimestamp == nil && state.Reschedulable(p) {
+			return false
+		}
+	}
+	return true
+}
+
+func hasDisruptedTaint(node *corev1.Node) bool {
+	for _, t := range node.Spec.Taints {
+		if t.MatchTaint(&karpv1.DisruptedNoScheduleTaint) {
+			return true
+		}
+	}
+	return false
+}
+
+func nodeReady(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
