@@ -107,7 +107,7 @@ func (t *Tracker) survey(c *state.Cluster, now time.Time, plan *Plan) map[string
 		poolByName[np.Name] = np
 	}
 	pools := map[string]*poolNodes{}
-	seen := map[string]bool{}
+	emptyNow := map[string]bool{}
 	for _, nc := range c.NodeClaims {
 		np, node := poolByName[nc.Labels[karpv1.LabelNodePool]], c.NodeFor(nc)
 		if np == nil || node == nil || !state.IsTrue(nc, karpv1.ConditionTypeInitialized) {
@@ -127,7 +127,7 @@ func (t *Tracker) survey(c *state.Cluster, now time.Time, plan *Plan) map[string
 		if deleting || !empty(c, node) {
 			continue
 		}
-		seen[nc.Name] = true
+		emptyNow[nc.Name] = true
 		since, ok := t.emptySince[nc.Name]
 		if !ok {
 			since = now
@@ -148,7 +148,7 @@ func (t *Tracker) survey(c *state.Cluster, now time.Time, plan *Plan) map[string
 		}
 		p.eligible = append(p.eligible, cand)
 	}
-	t.forget(c, seen, plan)
+	t.forget(c, emptyNow, plan)
 	for _, p := range pools {
 		slices.SortStableFunc(p.eligible, func(a, b Candidate) int {
 			if a.EmptyFor != b.EmptyFor {
@@ -162,21 +162,21 @@ func (t *Tracker) survey(c *state.Cluster, now time.Time, plan *Plan) map[string
 
 // forget drops the clocks of nodes that are no longer empty, and unmarks marked nodes that got
 // pods meanwhile (a pod bound just before the taint).
-func (t *Tracker) forget(c *state.Cluster, empty map[string]bool, plan *Plan) {
+func (t *Tracker) forget(c *state.Cluster, emptyNow map[string]bool, plan *Plan) {
 	for name := range t.emptySince {
-		if !empty[name] {
+		if !emptyNow[name] {
 			delete(t.emptySince, name)
 		}
 	}
 	for _, nc := range c.NodeClaims {
 		node := c.NodeFor(nc)
-		if node == nil || nc.DeletionTimestamp != nil || empty[nc.Name] || !hasDisruptedTaint(node) {
+		if node == nil || nc.DeletionTimestamp != nil || emptyNow[nc.Name] || !hasDisruptedTaint(node) {
 			continue
 		}
 		plan.Unmark = append(plan.Unmark, Candidate{NodeClaim: nc, Node: node})
 	}
 	for name := range t.markedAt {
-		if !empty[name] {
+		if !emptyNow[name] {
 			delete(t.markedAt, name)
 		}
 	}
