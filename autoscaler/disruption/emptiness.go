@@ -15,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	"github.com/karpool/karpool/autoscaler/state"
@@ -24,6 +25,11 @@ import (
 // before it acts on a decision, for the same reason: a pod the scheduler bound just before the
 // taint shows up in that time).
 const validationDelay = 15 * time.Second
+
+// nominationWindow is how long after its initialization a node is not considered empty: the
+// provisioner planned pods onto it, and under load the scheduler may take that long to bind
+// them (Karpenter protects a node it nominated pods to for twice the batch maximum, 20 s).
+const nominationWindow = 20 * time.Second
 
 // Tracker remembers, by NodeClaim name, since when each node has been seen empty and when it was
 // marked. After a restart both start again, which can only delay a removal.
@@ -110,7 +116,8 @@ func (t *Tracker) survey(c *state.Cluster, now time.Time, plan *Plan) map[string
 	emptyNow := map[string]bool{}
 	for _, nc := range c.NodeClaims {
 		np, node := poolByName[nc.Labels[karpv1.LabelNodePool]], c.NodeFor(nc)
-		if np == nil || node == nil || !state.IsTrue(nc, karpv1.ConditionTypeInitialized) {
+		initialized := state.Condition(nc, karpv1.ConditionTypeInitialized)
+		if np == nil || node == nil || initialized == nil || initialized.Status != metav1.ConditionTrue {
 			continue
 		}
 		p := pools[np.Name]
@@ -124,7 +131,7 @@ func (t *Tracker) survey(c *state.Cluster, now time.Time, plan *Plan) map[string
 		if deleting || marked || !nodeReady(node) {
 			p.disrupting++
 		}
-		if deleting || !empty(c, node) {
+		if deleting || !empty(c, node) || now.Sub(initialized.LastTransitionTime.Time) < nominationWindow {
 			continue
 		}
 		emptyNow[nc.Name] = true
@@ -192,10 +199,11 @@ func eligible(c Candidate) bool {
 }
 
 // empty: no pod on the node that would have to move (daemonset, static, finished and
-// terminating pods do not count).
+// terminating pods do not count), and no pending pod nominated to it: a node that was just
+// launched for pods the scheduler has not bound yet is not empty.
 func empty(c *state.Cluster, node *corev1.Node) bool {
 	for _, p := range c.PodsOn(node.Name) {
-		if p.Spec.NodeName == node.Name && p.DeletionTimestamp == nil && state.Reschedulable(p) {
+		if p.DeletionTimestamp == nil && state.Reschedulable(p) {
 			return false
 		}
 	}

@@ -192,3 +192,24 @@ func TestEmptinessRespectsOptOuts(t *testing.T) {
 		t.Errorf("consolidateAfter Never: marked %v", claimNames(p.Mark))
 	}
 }
+
+// A node just launched for pods the scheduler has not bound yet is not empty: neither while a
+// pending pod is nominated to it, nor within the nomination window after its initialization,
+// even with consolidateAfter 0s.
+func TestNewNodeWaitingForItsPodsIsKept(t *testing.T) {
+	c := newCluster(nil, "fresh", "nominated")
+	c.pool.Spec.Disruption.ConsolidateAfter.Duration = ptr.To(time.Duration(0))
+	c.pool.Spec.Disruption.Budgets = []karpv1.Budget{{Nodes: "100%"}}
+	t0 := time.Unix(1000, 0)
+	c.claims[0].Status.Conditions[0].LastTransitionTime = metav1.Time{Time: t0}
+	pending := c.run("", "on-its-way")
+	pending.Status.NominatedNodeName = "nominated"
+	tr := NewTracker()
+	if p := tr.Decide(c.snapshot(), t0.Add(nominationWindow-time.Second)); len(p.Mark) > 0 {
+		t.Fatalf("marked %v: a node initialized %s ago, or with a pod nominated to it", claimNames(p.Mark), nominationWindow-time.Second)
+	}
+	p := tr.Decide(c.snapshot(), t0.Add(nominationWindow))
+	if got := claimNames(p.Mark); !slices.Equal(got, []string{"fresh"}) {
+		t.Errorf("after the window: marked %v, want fresh only (a pod is still nominated to the other)", got)
+	}
+}

@@ -138,3 +138,27 @@ func TestNominationsKeptUntilBoundOrClaimGone(t *testing.T) {
 		t.Errorf("nominations of a deleted NodeClaim kept: %v", got)
 	}
 }
+
+// Pods planned onto a NodeClaim whose node registered but is not initialized yet keep its room
+// until the hand-off gives them their nominated node: the next round does not pack them again.
+// Once the node is initialized, a pod still pending without a nomination is planned afresh.
+func TestStartingNodeKeepsItsPlannedPods(t *testing.T) {
+	claim := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "default-abc"}, Status: karpv1.NodeClaimStatus{ProviderID: "aws:///us-east-1a/i-1"}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "ip-1", Labels: map[string]string{}}, Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/i-1"}}
+	planned, other := pendingPod("planned", "1"), pendingPod("other", "1")
+	noms := Nominations{planned.UID: {Claim: "default-abc"}}
+
+	in := input(state.New([]*corev1.Pod{planned, other}, []*corev1.Node{node}, []*karpv1.NodeClaim{claim}), nil, noms, "us-east-1")
+	if len(in.Pods) != 1 || in.Pods[0] != other {
+		t.Errorf("pending while the node starts: %v, want only other", names(in.Pods))
+	}
+	if len(in.Nodes) != 1 || len(in.Nodes[0].Pods) != 1 || in.Nodes[0].Pods[0] != planned {
+		t.Errorf("the starting node holds %v, want planned", names(in.Nodes[0].Pods))
+	}
+
+	node.Labels[karpv1.LabelNodeInitialized] = "true"
+	in = input(state.New([]*corev1.Pod{planned, other}, []*corev1.Node{node}, []*karpv1.NodeClaim{claim}), nil, noms, "us-east-1")
+	if len(in.Pods) != 2 || len(in.Nodes[0].Pods) != 0 {
+		t.Errorf("after initialization: pending %v, on the node %v; want both pending", names(in.Pods), names(in.Nodes[0].Pods))
+	}
+}
