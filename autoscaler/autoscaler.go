@@ -34,6 +34,10 @@ type Options struct {
 	// GCInterval is how often instances without NodeClaims and NodeClaims without instances are
 	// collected (default 1 min).
 	GCInterval time.Duration
+	// DisruptionDryRun reports what disruption would do without doing it.
+	DisruptionDryRun bool
+	// MinSavings is the least a consolidation must save (NodePools may override it).
+	MinSavings disruption.MinSavings
 	// Registry receives the metrics (normally controller-runtime's metrics.Registry, which the
 	// manager serves).
 	Registry prometheus.Registerer
@@ -76,13 +80,18 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := nodeclaim.NewLifecycle(mgr.GetClient(), claimOpts).SetupWithManager(mgr, 10); err != nil {
 		return err
 	}
+	if err := nodeclaim.NewPodEvents(mgr.GetClient(), nil).SetupWithManager(mgr); err != nil {
+		return err
+	}
 	if err := nodeclaim.NewNodeTermination(mgr.GetClient()).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := mgr.Add(withLogger(nodeclaim.NewGarbageCollector(mgr.GetClient(), mgr.GetAPIReader(), opts.GCInterval, claimOpts))); err != nil {
 		return err
 	}
-	if err := mgr.Add(withLogger(disruption.New(mgr.GetClient(), recorder, m))); err != nil {
+	if err := mgr.Add(withLogger(disruption.New(mgr.GetClient(), disruption.Options{
+		Recorder: recorder, Metrics: m, Simulator: prov, DryRun: opts.DisruptionDryRun, MinSavings: opts.MinSavings,
+	}))); err != nil {
 		return err
 	}
 	return nodepool.NewStatus(mgr.GetClient(), opts.Provider, m).SetupWithManager(mgr)

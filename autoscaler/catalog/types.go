@@ -89,3 +89,21 @@ type InstanceType struct {
 	// Offerings lists zone × capacity type with prices, sorted by price then zone.
 	Offerings []Offering
 }
+
+// PriceOf is the hourly price of a node or NodeClaim with these labels (instance type, zone and
+// capacity type) among the instance types its pool may launch; false when the offering is not
+// among them.
+func PriceOf(its []InstanceType, labels map[string]string) (float64, bool) {
+	name, zone, ct := labels[LabelInstanceType], labels[LabelZone], labels[LabelCapacityType]
+	for i := range its {
+		if its[i].Name != name {
+			continue
+		}
+		for _, o := range its[i].Offerings {
+			if o.Zone == zone && o.CapacityType == ct {
+				return o.PricePerHour, true
+			}
+		}
+	}
+	return 0, false
+}

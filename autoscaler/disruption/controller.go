@@ -2,6 +2,7 @@ package disruption
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -27,16 +28,38 @@ type Controller struct {
 	client   client.Client
 	recorder record.EventRecorder
 	metrics  *metrics.Metrics
+	opts     Options
 	tracker  *Tracker
-	now      func() time.Time
+	cons     consolidation
+	// said remembers the dry-run message last given per NodeClaim, so each is given once.
+	said map[string]string
+	now  func() time.Time
 }
 
-// New returns the disruption controller; recorder and m may be nil.
-func New(c client.Client, recorder record.EventRecorder, m *metrics.Metrics) *Controller {
-	if recorder == nil {
-		recorder = &record.FakeRecorder{}
+// Options configure the disruption controller.
+type Options struct {
+	Recorder record.EventRecorder // may be nil
+	Metrics  *metrics.Metrics     // may be nil
+	// Simulator runs the scheduling engine for consolidation; without it only empty and
+	// expired nodes are removed.
+	Simulator Simulator
+	// DryRun decides as usual but only reports: events (DisruptionDryRun) and log lines say
+	// what would be disrupted and why; nothing is tainted or deleted.
+	DryRun bool
+	// MinSavings is the least a consolidation must save unless a NodePool's
+	// karpool.dev/consolidation-min-savings annotation says otherwise.
+	MinSavings MinSavings
+}
+
+// New returns the disruption controller.
+func New(c client.Client, opts Options) *Controller {
+	if opts.Recorder == nil {
+		opts.Recorder = &record.FakeRecorder{}
 	}
-	return &Controller{client: c, recorder: recorder, metrics: m, tracker: NewTracker(), now: time.Now}
+	ctl := &Controller{client: c, recorder: opts.Recorder, metrics: opts.Metrics, opts: opts, tracker: NewTracker(),
+		said: map[string]string{}, now: time.Now}
+	ctl.tracker.held = ctl.cons.held
+	return ctl
 }
 
 // Start runs a pass every passInterval until ctx ends.
@@ -44,13 +67,21 @@ func (c *Controller) Start(ctx context.Context) error {
 	return periodic.Run(ctx, "disruption", passInterval, c.pass)
 }
 
-// pass takes a snapshot, decides, and acts: unmark, mark, delete.
+// pass takes a snapshot, decides, and acts: emptiness (unmark, mark, delete), then one step of
+// consolidation.
 func (c *Controller) pass(ctx context.Context) error {
 	snap, err := state.Take(ctx, c.client)
 	if err != nil {
 		return err
 	}
-	plan := c.tracker.Decide(snap, c.now())
+	now := c.now()
+	c.forgetSaid(snap)
+	var errs []error
+	gone := expired(snap, now)
+	for _, nc := range gone {
+		errs = append(errs, c.expire(ctx, nc))
+	}
+	plan := c.tracker.Decide(snap, now)
 	for pool, n := range plan.Allowed {
 		if c.metrics != nil {
 			c.metrics.AllowedDisruptions.WithLabelValues(pool, string(karpv1.DisruptionReasonEmpty)).Set(float64(n))
@@ -63,7 +94,12 @@ func (c *Controller) pass(ctx context.Context) error {
 			}
 		}
 	}
-	var errs []error
+	if c.opts.DryRun {
+		for _, cand := range plan.Mark {
+			c.dryRun(ctx, cand.NodeClaim, fmt.Sprintf("Empty for %s: would delete", cand.EmptyFor.Round(time.Second)))
+		}
+		plan.Mark, plan.Unmark = nil, nil
+	}
 	for _, cand := range plan.Unmark {
 		errs = append(errs, c.setTaint(ctx, cand.Node, false))
 	}
@@ -73,16 +109,21 @@ func (c *Controller) pass(ctx context.Context) error {
 	for _, cand := range plan.Delete {
 		errs = append(errs, c.remove(ctx, cand))
 	}
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	busy := len(gone)+len(plan.Mark)+len(plan.Delete)+len(plan.Unmark) > 0
+	errs = append(errs, c.consolidate(ctx, snap, now, busy))
+	return errors.Join(errs...)
 }
 
-// setTaint adds or removes the karpenter.sh/disrupted:NoSchedule taint.
-func (c *Controller) setTaint(ctx context.Context, node *corev1.Node, on bool) error {
+// setTaint adds or removes the karpenter.sh/disrupted:NoSchedule taint on the node as it is
+// now (the snapshot's copy may predate an earlier change).
+func (c *Controller) setTaint(ctx context.Context, snapNode *corev1.Node, on bool) error {
+	node := &corev1.Node{}
+	if err := c.client.Get(ctx, client.ObjectKeyFromObject(snapNode), node); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if hasDisruptedTaint(node) == on {
+		return nil
+	}
 	patched := node.DeepCopy()
 	patched.Spec.Taints = nil
 	for _, t := range node.Spec.Taints {
@@ -107,8 +148,8 @@ func (c *Controller) remove(ctx context.Context, cand Candidate) error {
 	log.FromContext(ctx).Info("disrupting node(s)", "reason", "empty", "decision", "delete",
 		"NodeClaim", klog.KObj(cand.NodeClaim), "Node", klog.KRef("", cand.Node.Name), "NodePool", klog.KObj(cand.Pool),
 		"empty-for", cand.EmptyFor.Round(time.Second).String())
-	if err := c.client.Delete(ctx, cand.NodeClaim); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting NodeClaim %s: %w", cand.NodeClaim.Name, err)
+	if err := c.deleteClaim(ctx, cand.NodeClaim); err != nil {
+		return err
 	}
 	msg := fmt.Sprintf("Disrupting NodeClaim: Empty for %s (consolidateAfter %s)",
 		cand.EmptyFor.Round(time.Second), *cand.Pool.Spec.Disruption.ConsolidateAfter.Duration)
@@ -117,5 +158,60 @@ func (c *Controller) remove(ctx context.Context, cand Candidate) error {
 	if c.metrics != nil {
 		c.metrics.DisruptionDecisions.WithLabelValues("delete", "empty", "empty").Inc()
 	}
+	c.disrupted(cand.NodeClaim, "empty")
 	return nil
+}
+
+// expire deletes a NodeClaim past its expireAfter.
+func (c *Controller) expire(ctx context.Context, nc *karpv1.NodeClaim) error {
+	life := *nc.Spec.ExpireAfter.Duration
+	if c.opts.DryRun {
+		c.dryRun(ctx, nc, fmt.Sprintf("Expired (expireAfter %s): would delete", life))
+		return nil
+	}
+	log.FromContext(ctx).Info("disrupting node(s)", "reason", "expired", "decision", "delete",
+		"NodeClaim", klog.KObj(nc), "NodePool", klog.KRef("", nc.Labels[karpv1.LabelNodePool]), "expireAfter", life.String())
+	if err := c.deleteClaim(ctx, nc); err != nil {
+		return err
+	}
+	c.recorder.Eventf(nc, corev1.EventTypeNormal, "DisruptionTerminating", "Disrupting NodeClaim: Expired (expireAfter %s)", life)
+	c.disrupted(nc, "expired")
+	return nil
+}
+
+// disrupted counts a NodeClaim that disruption deleted.
+func (c *Controller) disrupted(nc *karpv1.NodeClaim, reason string) {
+	if c.metrics != nil {
+		c.metrics.NodeClaimsDisrupted.WithLabelValues(nc.Labels[karpv1.LabelNodePool], nc.Labels[karpv1.LabelCapacityType], reason).Inc()
+	}
+}
+
+func (c *Controller) deleteClaim(ctx context.Context, nc *karpv1.NodeClaim) error {
+	if err := c.client.Delete(ctx, nc); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting NodeClaim %s: %w", nc.Name, err)
+	}
+	return nil
+}
+
+// dryRun reports, once per NodeClaim and message, what disruption would do to it.
+func (c *Controller) dryRun(ctx context.Context, nc *karpv1.NodeClaim, msg string) {
+	if c.said[nc.Name] == msg {
+		return
+	}
+	c.said[nc.Name] = msg
+	log.FromContext(ctx).Info("would disrupt node (dry run)", "NodeClaim", klog.KObj(nc), "NodePool", klog.KRef("", nc.Labels[karpv1.LabelNodePool]), "decision", msg)
+	c.recorder.Event(nc, corev1.EventTypeNormal, "DisruptionDryRun", "Dry run: "+msg)
+}
+
+// forgetSaid drops the dry-run messages of NodeClaims that are gone.
+func (c *Controller) forgetSaid(snap *state.Cluster) {
+	live := map[string]bool{}
+	for _, nc := range snap.NodeClaims {
+		live[nc.Name] = true
+	}
+	for name := range c.said {
+		if !live[name] {
+			delete(c.said, name)
+		}
+	}
 }

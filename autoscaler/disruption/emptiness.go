@@ -36,12 +36,19 @@ const nominationWindow = 20 * time.Second
 type Tracker struct {
 	emptySince map[string]time.Time
 	markedAt   map[string]time.Time
+	// protected NodeClaims (replacements whose pods are still moving) are not empty until then.
+	protected map[string]time.Time
+	// held, if set, names NodeClaims another disruption marked; their taint stays.
+	held func(claim string) bool
 }
 
 // NewTracker returns an empty Tracker.
 func NewTracker() *Tracker {
-	return &Tracker{emptySince: map[string]time.Time{}, markedAt: map[string]time.Time{}}
+	return &Tracker{emptySince: map[string]time.Time{}, markedAt: map[string]time.Time{}, protected: map[string]time.Time{}}
 }
+
+// protect keeps a NodeClaim from being seen empty until the given time.
+func (t *Tracker) protect(claim string, until time.Time) { t.protected[claim] = until }
 
 // Plan is what one pass does.
 type Plan struct {
@@ -61,6 +68,9 @@ type Candidate struct {
 	Pool      *karpv1.NodePool
 	// EmptyFor is how long the node has been seen empty.
 	EmptyFor time.Duration
+	// Price is the node's price per hour, Pods the pods that would have to move (consolidation).
+	Price float64
+	Pods  []*corev1.Pod
 }
 
 // poolNodes is one NodePool's initialized nodes as a pass sees them.
@@ -70,6 +80,50 @@ type poolNodes struct {
 	disrupting int // deleting, not Ready, or marked
 	eligible   []Candidate
 	marked     map[string]bool
+}
+
+// counted returns each pool's entry (counts only) and calls visit for each initialized node.
+func counted(c *state.Cluster, visit func(p *poolNodes, nc *karpv1.NodeClaim, node *corev1.Node, initialized *karpv1.Condition)) map[string]*poolNodes {
+	poolByName := map[string]*karpv1.NodePool{}
+	for _, np := range c.NodePools {
+		poolByName[np.Name] = np
+	}
+	pools := map[string]*poolNodes{}
+	for _, nc := range c.NodeClaims {
+		np, node := poolByName[nc.Labels[karpv1.LabelNodePool]], c.NodeFor(nc)
+		initialized := state.Condition(nc, karpv1.ConditionTypeInitialized)
+		if np == nil || node == nil || initialized == nil || initialized.Status != metav1.ConditionTrue {
+			continue
+		}
+		p := pools[np.Name]
+		if p == nil {
+			p = &poolNodes{pool: np, marked: map[string]bool{}}
+			pools[np.Name] = p
+		}
+		p.count++
+		if nc.DeletionTimestamp != nil || hasDisruptedTaint(node) || !nodeReady(node) {
+			p.disrupting++
+		}
+		if visit != nil {
+			visit(p, nc, node, initialized)
+		}
+	}
+	return pools
+}
+
+// budgets says, per pool, how many nodes its budgets allow to be disrupting for the reason now,
+// and how many more may start: that less what is already being disrupted (none if a budget
+// cannot be read).
+func (t *Tracker) budgets(c *state.Cluster, reason karpv1.DisruptionReason, now time.Time) (allowed, left map[string]int) {
+	allowed, left = map[string]int{}, map[string]int{}
+	for name, p := range counted(c, nil) {
+		n, err := p.pool.AllowedDisruptions(reason, p.count, now)
+		allowed[name] = n
+		if err == nil {
+			left[name] = max(n-p.disrupting, 0)
+		}
+	}
+	return allowed, left
 }
 
 // Decide looks at a snapshot and says which nodes to mark, delete and unmark.
@@ -108,31 +162,11 @@ func (t *Tracker) Decide(c *state.Cluster, now time.Time) Plan {
 // disrupted, updates the empty-since clocks, and lists the eligible empty nodes (oldest empty
 // first) and the marked nodes that are no longer eligible (into plan.Unmark).
 func (t *Tracker) survey(c *state.Cluster, now time.Time, plan *Plan) map[string]*poolNodes {
-	poolByName := map[string]*karpv1.NodePool{}
-	for _, np := range c.NodePools {
-		poolByName[np.Name] = np
-	}
-	pools := map[string]*poolNodes{}
 	emptyNow := map[string]bool{}
-	for _, nc := range c.NodeClaims {
-		np, node := poolByName[nc.Labels[karpv1.LabelNodePool]], c.NodeFor(nc)
-		initialized := state.Condition(nc, karpv1.ConditionTypeInitialized)
-		if np == nil || node == nil || initialized == nil || initialized.Status != metav1.ConditionTrue {
-			continue
-		}
-		p := pools[np.Name]
-		if p == nil {
-			p = &poolNodes{pool: np, marked: map[string]bool{}}
-			pools[np.Name] = p
-		}
-		p.count++
-		deleting := nc.DeletionTimestamp != nil
-		marked := !deleting && hasDisruptedTaint(node)
-		if deleting || marked || !nodeReady(node) {
-			p.disrupting++
-		}
-		if deleting || !empty(c, node) || now.Sub(initialized.LastTransitionTime.Time) < nominationWindow {
-			continue
+	pools := counted(c, func(p *poolNodes, nc *karpv1.NodeClaim, node *corev1.Node, initialized *karpv1.Condition) {
+		if nc.DeletionTimestamp != nil || !empty(c, node) || now.Sub(initialized.LastTransitionTime.Time) < nominationWindow ||
+			now.Before(t.protected[nc.Name]) {
+			return
 		}
 		emptyNow[nc.Name] = true
 		since, ok := t.emptySince[nc.Name]
@@ -140,7 +174,8 @@ func (t *Tracker) survey(c *state.Cluster, now time.Time, plan *Plan) map[string
 			since = now
 			t.emptySince[nc.Name] = now
 		}
-		cand := Candidate{NodeClaim: nc, Node: node, Pool: np, EmptyFor: now.Sub(since)}
+		cand := Candidate{NodeClaim: nc, Node: node, Pool: p.pool, EmptyFor: now.Sub(since)}
+		marked := hasDisruptedTaint(node)
 		if marked {
 			p.marked[nc.Name] = true
 			if _, ok := t.markedAt[nc.Name]; !ok {
@@ -151,11 +186,11 @@ func (t *Tracker) survey(c *state.Cluster, now time.Time, plan *Plan) map[string
 			if marked {
 				plan.Unmark = append(plan.Unmark, cand)
 			}
-			continue
+			return
 		}
 		p.eligible = append(p.eligible, cand)
-	}
-	t.forget(c, emptyNow, plan)
+	})
+	t.forget(c, emptyNow, now, plan)
 	for _, p := range pools {
 		slices.SortStableFunc(p.eligible, func(a, b Candidate) int {
 			if a.EmptyFor != b.EmptyFor {
@@ -169,15 +204,21 @@ func (t *Tracker) survey(c *state.Cluster, now time.Time, plan *Plan) map[string
 
 // forget drops the clocks of nodes that are no longer empty, and unmarks marked nodes that got
 // pods meanwhile (a pod bound just before the taint).
-func (t *Tracker) forget(c *state.Cluster, emptyNow map[string]bool, plan *Plan) {
+func (t *Tracker) forget(c *state.Cluster, emptyNow map[string]bool, now time.Time, plan *Plan) {
 	for name := range t.emptySince {
 		if !emptyNow[name] {
 			delete(t.emptySince, name)
 		}
 	}
+	for name, until := range t.protected {
+		if !now.Before(until) {
+			delete(t.protected, name)
+		}
+	}
 	for _, nc := range c.NodeClaims {
 		node := c.NodeFor(nc)
-		if node == nil || nc.DeletionTimestamp != nil || emptyNow[nc.Name] || !hasDisruptedTaint(node) {
+		if node == nil || nc.DeletionTimestamp != nil || emptyNow[nc.Name] || !hasDisruptedTaint(node) ||
+			t.held != nil && t.held(nc.Name) {
 			continue
 		}
 		plan.Unmark = append(plan.Unmark, Candidate{NodeClaim: nc, Node: node})

@@ -31,6 +31,9 @@ type Metrics struct {
 	// budgets let be disrupting at once.
 	DisruptionDecisions *prometheus.CounterVec
 	AllowedDisruptions  *prometheus.GaugeVec
+	// NodeClaimsDisrupted counts NodeClaims disruption deleted, by NodePool, capacity type and
+	// reason (empty, underutilized, expired).
+	NodeClaimsDisrupted *prometheus.CounterVec
 }
 
 // New creates the metrics and registers them on reg.
@@ -59,11 +62,13 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Pods the last provisioning round could not find capacity for."}),
 		DisruptionDecisions: counter("karpenter_voluntary_disruption_decisions_total",
 			"Disruption decisions, by decision, reason and consolidation type.", "decision", "reason", "consolidation_type"),
+		NodeClaimsDisrupted: counter("karpenter_nodeclaims_disrupted_total",
+			"NodeClaims disrupted, by NodePool, capacity type and reason.", "nodepool", "capacity_type", "reason"),
 		AllowedDisruptions: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "karpenter_nodepools_allowed_disruptions",
 			Help: "Nodes the NodePool's disruption budgets allow to be disrupting at once, by reason."}, []string{"nodepool", "reason"}),
 	}
 	var err error
-	for _, c := range []**prometheus.CounterVec{&m.NodeClaimsCreated, &m.NodeClaimsLaunched, &m.NodeClaimsRegistered, &m.NodeClaimsInitialized, &m.NodeClaimsTerminated, &m.DisruptionDecisions} {
+	for _, c := range []**prometheus.CounterVec{&m.NodeClaimsCreated, &m.NodeClaimsLaunched, &m.NodeClaimsRegistered, &m.NodeClaimsInitialized, &m.NodeClaimsTerminated, &m.DisruptionDecisions, &m.NodeClaimsDisrupted} {
 		if *c, err = register(reg, *c); err != nil {
 			return nil, err
 		}

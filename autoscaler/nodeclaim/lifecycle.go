@@ -144,7 +144,7 @@ func (l *Lifecycle) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcile
 	now := metav1.NewTime(l.opts.Now())
 	class, err := l.nodeClass(ctx, nc)
 	if err != nil {
-		setCondition(nc, karpv1.ConditionTypeLaunched, metav1.ConditionFalse, "NodeClassNotReady", err.Error(), now)
+		nc.SetCondition(karpv1.ConditionTypeLaunched, metav1.ConditionFalse, "NodeClassNotReady", err.Error(), now)
 		setReady(nc, now)
 		return reconcile.Result{RequeueAfter: 10 * time.Second}, l.patchStatus(ctx, before, nc)
 	}
@@ -165,7 +165,7 @@ func (l *Lifecycle) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcile
 		l.opts.CapacityGone()
 		return reconcile.Result{}, nil
 	case err != nil:
-		setCondition(nc, karpv1.ConditionTypeLaunched, metav1.ConditionFalse, "LaunchFailed", err.Error(), now)
+		nc.SetCondition(karpv1.ConditionTypeLaunched, metav1.ConditionFalse, "LaunchFailed", err.Error(), now)
 		setReady(nc, now)
 		if perr := l.patchStatus(ctx, before, nc); perr != nil {
 			return reconcile.Result{}, perr
@@ -191,8 +191,8 @@ func (l *Lifecycle) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcile
 	labelled.Status.ImageID = launched.Status.ImageID
 	labelled.Status.Capacity = launched.Status.Capacity
 	labelled.Status.Allocatable = launched.Status.Allocatable
-	setCondition(labelled, karpv1.ConditionTypeLaunched, metav1.ConditionTrue, "Launched", "", now)
-	setCondition(labelled, karpv1.ConditionTypeRegistered, metav1.ConditionUnknown, "AwaitingNode", "waiting for the instance's node to register", now)
+	labelled.SetCondition(karpv1.ConditionTypeLaunched, metav1.ConditionTrue, "Launched", "", now)
+	labelled.SetCondition(karpv1.ConditionTypeRegistered, metav1.ConditionUnknown, "AwaitingNode", "waiting for the instance's node to register", now)
 	setReady(labelled, now)
 	if err := l.patchStatus(ctx, before, labelled); err != nil {
 		return reconcile.Result{}, err
@@ -246,8 +246,8 @@ func (l *Lifecycle) register(ctx context.Context, nc *karpv1.NodeClaim) (reconci
 	before := nc.DeepCopy()
 	nc.Status.NodeName = node.Name
 	mt := metav1.NewTime(now)
-	setCondition(nc, karpv1.ConditionTypeRegistered, metav1.ConditionTrue, "Registered", "", mt)
-	setCondition(nc, karpv1.ConditionTypeInitialized, metav1.ConditionUnknown, "AwaitingInitialization", "waiting for the node to become ready", mt)
+	nc.SetCondition(karpv1.ConditionTypeRegistered, metav1.ConditionTrue, "Registered", "", mt)
+	nc.SetCondition(karpv1.ConditionTypeInitialized, metav1.ConditionUnknown, "AwaitingInitialization", "waiting for the node to become ready", mt)
 	setReady(nc, mt)
 	if err := l.patchTransition(ctx, before, nc); err != nil {
 		return requeueOnConflict(err)
@@ -354,7 +354,7 @@ func (l *Lifecycle) initialize(ctx context.Context, nc *karpv1.NodeClaim) (recon
 		if c := state.Condition(nc, karpv1.ConditionTypeInitialized); c == nil || c.Message != why {
 			before := nc.DeepCopy()
 			now := metav1.NewTime(l.opts.Now())
-			setCondition(nc, karpv1.ConditionTypeInitialized, metav1.ConditionUnknown, "AwaitingInitialization", why, now)
+			nc.SetCondition(karpv1.ConditionTypeInitialized, metav1.ConditionUnknown, "AwaitingInitialization", why, now)
 			setReady(nc, now)
 			if err := l.patchStatus(ctx, before, nc); err != nil {
 				return reconcile.Result{}, err
@@ -372,7 +372,7 @@ func (l *Lifecycle) initialize(ctx context.Context, nc *karpv1.NodeClaim) (recon
 	}
 	before := nc.DeepCopy()
 	now := metav1.NewTime(l.opts.Now())
-	setCondition(nc, karpv1.ConditionTypeInitialized, metav1.ConditionTrue, "Initialized", "", now)
+	nc.SetCondition(karpv1.ConditionTypeInitialized, metav1.ConditionTrue, "Initialized", "", now)
 	setReady(nc, now)
 	if err := l.patchTransition(ctx, before, nc); err != nil {
 		return requeueOnConflict(err)

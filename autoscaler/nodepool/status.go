@@ -136,23 +136,10 @@ func (s *Status) export(ctx context.Context, np *karpv1.NodePool, class *awsv1.E
 		if !state.Launched(nc) || nc.DeletionTimestamp != nil {
 			continue
 		}
-		cost += price(its, nc.Labels[corev1.LabelInstanceTypeStable], nc.Labels[corev1.LabelTopologyZone], nc.Labels[karpv1.LabelCapacityType])
+		p, _ := catalog.PriceOf(its, nc.Labels)
+		cost += p
 	}
 	s.metrics.PoolCost.WithLabelValues(np.Name).Set(cost)
-}
-
-func price(its []catalog.InstanceType, instanceType, zone, capacityType string) float64 {
-	for i := range its {
-		if its[i].Name != instanceType {
-			continue
-		}
-		for _, o := range its[i].Offerings {
-			if o.Zone == zone && o.CapacityType == capacityType {
-				return o.PricePerHour
-			}
-		}
-	}
-	return 0
 }
 
 func (s *Status) forget(pool string) {

@@ -153,7 +153,7 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	pools, skipped := p.pools(ctx, c)
+	pools, skipped := p.Pools(ctx, c)
 	p.mu.Lock()
 	p.forgetStale(c)
 	stale := staleNominations(c, p.nominatedSince, time.Now())
@@ -183,7 +183,7 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 		logger.Info("found room for pod(s) on existing and in-flight capacity", "Pods", len(placed), "nodes", placedOn(placed))
 		p.nominateInFlight(placed, in.NodeClaims)
 	}
-	created, errs := p.createNodeClaims(ctx, res.NodeClaims, poolByName)
+	created, errs := p.createNodeClaims(ctx, res.NodeClaims, poolByName, "provisioning")
 	p.reportUnschedulable(ctx, res.Unschedulable, skipped)
 	if err := p.waitForCache(ctx, created); err != nil {
 		return err
@@ -241,8 +241,9 @@ func placedOn(placed []scheduling.Binding) string {
 const createParallelism = 10
 
 // createNodeClaims creates the planned NodeClaims, createParallelism at a time, and nominates
-// each one's pods to it. It returns the names created, in plan order, and the errors.
-func (p *Provisioner) createNodeClaims(ctx context.Context, planned []scheduling.NodeClaim, poolByName map[string]*karpv1.NodePool) ([]string, []string) {
+// each one's pods to it. It returns the names created, in plan order, and the errors. reason is
+// the metric's label: provisioning, or the disruption that needs a replacement.
+func (p *Provisioner) createNodeClaims(ctx context.Context, planned []scheduling.NodeClaim, poolByName map[string]*karpv1.NodePool, reason string) ([]string, []string) {
 	logger := log.FromContext(ctx)
 	names := make([]string, len(planned))
 	failed := make([]string, len(planned))
@@ -258,7 +259,7 @@ func (p *Provisioner) createNodeClaims(ctx context.Context, planned []scheduling
 		logger.Info("created nodeclaim", "NodePool", klog.KRef("", np.Name), "NodeClaim", klog.KRef("", nc.Name),
 			"requests", nc.Spec.Resources.Requests, "instance-types", instanceTypeNames(rc))
 		if p.opts.Metrics != nil {
-			p.opts.Metrics.NodeClaimsCreated.WithLabelValues(np.Name, "provisioning").Inc()
+			p.opts.Metrics.NodeClaimsCreated.WithLabelValues(np.Name, reason).Inc()
 		}
 		p.nominate(rc.Pods, nc.Name)
 	})
@@ -274,10 +275,10 @@ func (p *Provisioner) createNodeClaims(ctx context.Context, planned []scheduling
 	return created, errs
 }
 
-// pools resolves every NodePool whose node class is ready to the instance types the cloud
+// Pools resolves every NodePool whose node class is ready to the instance types the cloud
 // offers for that class. Pools that cannot launch anything are returned by name with the reason,
 // for the unschedulable pods' events.
-func (p *Provisioner) pools(ctx context.Context, c *state.Cluster) ([]scheduling.Pool, map[string]string) {
+func (p *Provisioner) Pools(ctx context.Context, c *state.Cluster) ([]scheduling.Pool, map[string]string) {
 	var out []scheduling.Pool
 	skipped := map[string]string{}
 	for _, np := range c.NodePools {
@@ -298,6 +299,46 @@ func (p *Provisioner) pools(ctx context.Context, c *state.Cluster) ([]scheduling
 		out = append(out, scheduling.Pool{NodePool: np, InstanceTypes: its})
 	}
 	return out, skipped
+}
+
+// SimulateWithout runs the engine on the cluster as if the named nodes were gone: the pods that
+// would have to leave them are pending, with the other pending pods, in-flight NodeClaims and
+// their nominated pods as a provisioning round sees them. Disruption asks it whether nodes can
+// go, and with what in their place.
+func (p *Provisioner) SimulateWithout(c *state.Cluster, pools []scheduling.Pool, nodes map[string]bool) *scheduling.Result {
+	p.mu.Lock()
+	in := input(c, pools, p.nominations, p.opts.Region)
+	p.mu.Unlock()
+	kept := in.Nodes[:0:0]
+	for _, n := range in.Nodes {
+		if !nodes[n.Node.Name] {
+			kept = append(kept, n)
+			continue
+		}
+		for _, pod := range n.Pods {
+			if pod.DeletionTimestamp == nil && state.Reschedulable(pod) {
+				moved := *pod // the snapshot's pod stays bound; the engine sees it pending
+				moved.Spec.NodeName = ""
+				in.Pods = append(in.Pods, &moved)
+			}
+		}
+	}
+	in.Nodes = kept
+	return scheduling.Solve(in)
+}
+
+// Replace creates NodeClaims a disruption decision planned (reason: the metric's label, e.g.
+// underutilized) and returns their names.
+func (p *Provisioner) Replace(ctx context.Context, planned []scheduling.NodeClaim, pools []scheduling.Pool, reason string) ([]string, error) {
+	poolByName := map[string]*karpv1.NodePool{}
+	for _, pl := range pools {
+		poolByName[pl.NodePool.Name] = pl.NodePool
+	}
+	created, errs := p.createNodeClaims(ctx, planned, poolByName, reason)
+	if len(errs) > 0 {
+		return created, fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return created, p.waitForCache(ctx, created)
 }
 
 // forgetStale drops nominations of pods that are gone or bound, and of NodeClaims that are gone.

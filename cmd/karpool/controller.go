@@ -12,6 +12,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/spf13/cobra"
 
+	"github.com/karpool/karpool/autoscaler/disruption"
 	"github.com/karpool/karpool/internal/operator"
 	"github.com/karpool/karpool/reconciler"
 )
@@ -21,6 +22,7 @@ type controllerFlags struct {
 	awsEndpoint string
 	region      string
 	debug       bool
+	minSavings  string
 	cfg         operator.Config
 }
 
@@ -70,6 +72,8 @@ with Karpenter's messages ("launched nodeclaim", ...). Metrics are served on
 	fl.DurationVar(&f.cfg.BatchMax, "batch-max-duration", 10*time.Second, "a batch of pending pods ends after this long in any case")
 	fl.DurationVar(&f.cfg.RegistrationTTL, "registration-ttl", 15*time.Minute, "an instance whose node has not registered after this long is terminated")
 	fl.DurationVar(&f.cfg.GCInterval, "gc-interval", time.Minute, "how often leaked instances and NodeClaims without instances are collected")
+	fl.BoolVar(&f.cfg.DisruptionDryRun, "disruption-dry-run", false, "decide disruptions as usual but only report them (DisruptionDryRun events, log lines); taint and delete nothing")
+	fl.StringVar(&f.minSavings, "consolidation-min-savings", "", `least a consolidation must save: "10%", USD per hour "0.05", or both "10%,0.05"; NodePools may override it with the karpool.dev/consolidation-min-savings annotation (default: any saving, as Karpenter)`)
 	fl.BoolVar(&f.debug, "debug", false, "log debug messages")
 	return cmd
 }
@@ -88,6 +92,11 @@ func runController(ctx context.Context, f controllerFlags) error {
 	if f.cfg.BatchIdle <= 0 || f.cfg.BatchMax < f.cfg.BatchIdle {
 		return usageError{errors.New("--batch-idle-duration must be positive and at most --batch-max-duration")}
 	}
+	minSavings, err := disruption.ParseMinSavings(f.minSavings)
+	if err != nil {
+		return usageError{fmt.Errorf("--consolidation-min-savings: %w", err)}
+	}
+	f.cfg.MinSavings = minSavings
 	kube, err := restConfig(f.kubeconfig)
 	if err != nil {
 		return usageError{err}

@@ -129,12 +129,22 @@ func applyFile(ctx context.Context, c client.Client, path string) error {
 type karpool struct {
 	bin, dir string
 	sim      *awssim.Server
+	simLog   *os.File
 }
 
 func (k *karpool) name() string { return "karpool" }
 
 func (k *karpool) start(ctx context.Context, env *localenv.Env, c client.Client, logDir string) (*process, error) {
-	sim, err := awssim.Start(awssim.Options{ClusterName: clusterName, Kube: env.Config})
+	// The simulator's own log (launches, Node registrations) lines up with karpool's.
+	simLog, err := os.Create(filepath.Join(logDir, "awssim.log"))
+	if err != nil {
+		return nil, err
+	}
+	k.simLog = simLog
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(simLog, "%s "+format+"\n", append([]any{time.Now().UTC().Format("15:04:05.000")}, args...)...)
+	}
+	sim, err := awssim.Start(awssim.Options{ClusterName: clusterName, Kube: env.Config, Logf: logf})
 	if err != nil {
 		return nil, err
 	}
@@ -161,6 +171,10 @@ func (k *karpool) stop() {
 	if k.sim != nil {
 		k.sim.Close()
 		k.sim = nil
+	}
+	if k.simLog != nil {
+		k.simLog.Close()
+		k.simLog = nil
 	}
 }
 

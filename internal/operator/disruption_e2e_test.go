@@ -2,6 +2,7 @@ package operator_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,5 +68,54 @@ func TestEmptyNodeRemoved(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no DisruptionTerminating event on NodeClaim %s", claim.Name)
+	}
+}
+
+// Seed 003 scaled to 10 and back to 3: the node the 10 pods needed is underused, and a cheaper
+// one takes the 3 pods. The replacement is launched and initialized before the old node is
+// drained, so the pods are never without a node to go to.
+func TestUnderusedNodeReplaced(t *testing.T) {
+	h := newHarness(t)
+	h.startController()
+	ns := h.namespace("consolidation")
+	h.workshopScaleOut(ns, 10)
+	claims := h.nodeClaims()
+	old := map[string]bool{}
+	for _, nc := range claims {
+		old[nc.Name] = true
+	}
+	h.scale(ns, "inflate", 3)
+	var replacement karpv1.NodeClaim
+	h.eventually("the scale-out's nodes replaced by one c5.large", 5*time.Minute, func() error {
+		claims := h.nodeClaims()
+		if len(claims) != 1 || old[claims[0].Name] {
+			return fmt.Errorf("%d NodeClaims (%d at the start)", len(claims), len(old))
+		}
+		replacement = claims[0]
+		if it := replacement.Labels[corev1.LabelInstanceTypeStable]; it != "c5.large" {
+			return fmt.Errorf("NodeClaim %s is a %s", replacement.Name, it)
+		}
+		if n := h.liveInstances(); n != 1 {
+			return fmt.Errorf("%d live instances", n)
+		}
+		return nil
+	})
+	for _, p := range h.runningPods(ns, "inflate", 3, time.Minute) {
+		if p.Spec.NodeName != replacement.Status.NodeName {
+			t.Errorf("pod %s runs on %s, not on the replacement's node %s", p.Name, p.Spec.NodeName, replacement.Status.NodeName)
+		}
+	}
+	var events corev1.EventList
+	if err := h.c.List(h.ctx, &events, client.MatchingFields{"reason": "DisruptionTerminating"}); err != nil {
+		t.Fatal(err)
+	}
+	replaced := 0
+	for _, e := range events.Items {
+		if old[e.InvolvedObject.Name] && e.InvolvedObject.Kind == "NodeClaim" && strings.Contains(e.Message, "Underutilized/") {
+			replaced++
+		}
+	}
+	if replaced != len(old) {
+		t.Errorf("%d of the %d old NodeClaims have an Underutilized DisruptionTerminating event", replaced, len(old))
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/karpool/karpool/autoscaler/catalog"
 	awsprovider "github.com/karpool/karpool/autoscaler/cloud/aws"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/nodeclass"
+	"github.com/karpool/karpool/autoscaler/disruption"
 	"github.com/karpool/karpool/internal/localenv"
 	"github.com/karpool/karpool/reconciler"
 )
@@ -48,7 +49,10 @@ type Config struct {
 	LeaderElection         bool
 	// Autoscaler tuning (zero values take the defaults).
 	BatchIdle, BatchMax, RegistrationTTL, GCInterval time.Duration
-	Log                                              logr.Logger
+	// DisruptionDryRun and MinSavings: see autoscaler.Options.
+	DisruptionDryRun bool
+	MinSavings       disruption.MinSavings
+	Log              logr.Logger
 }
 
 // Ready is reported once the manager runs: the addresses it actually listens on.
@@ -115,6 +119,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	if err := autoscaler.Setup(ctx, mgr, autoscaler.Options{
 		Provider: provider, Region: cfg.AWS.Region,
 		BatchIdle: cfg.BatchIdle, BatchMax: cfg.BatchMax, RegistrationTTL: cfg.RegistrationTTL, GCInterval: cfg.GCInterval,
+		DisruptionDryRun: cfg.DisruptionDryRun, MinSavings: cfg.MinSavings,
 		Registry: crmetrics.Registry,
 	}); err != nil {
 		return err

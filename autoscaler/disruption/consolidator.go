@@ -1,0 +1,224 @@
+package disruption
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	"github.com/karpool/karpool/autoscaler/scheduling"
+	"github.com/karpool/karpool/autoscaler/state"
+)
+
+// replacementTimeout is how long replacements may take to initialize before the command is
+// rolled back (the candidates keep running).
+const replacementTimeout = 10 * time.Minute
+
+// Simulator is what consolidation needs from the provisioner: the pools with their instance
+// types, the one scheduling engine run without some nodes, and NodeClaims created for a plan.
+type Simulator interface {
+	Pools(ctx context.Context, c *state.Cluster) ([]scheduling.Pool, map[string]string)
+	SimulateWithout(c *state.Cluster, pools []scheduling.Pool, nodes map[string]bool) *scheduling.Result
+	Replace(ctx context.Context, planned []scheduling.NodeClaim, pools []scheduling.Pool, reason string) ([]string, error)
+}
+
+// consolidation carries a decision from proposal through validation to its end.
+type consolidation struct {
+	// pending was decided at pendingAt; a pass validationDelay later that decides the same acts.
+	pending   *Command
+	pendingAt time.Time
+	// running is being carried out: candidates marked, replacements launching.
+	running      *Command
+	replacements []string
+	startedAt    time.Time
+}
+
+// consolidate runs one consolidation step of a pass: advance the running command, or decide.
+// Nothing is decided while capacity is being added (pods pending, NodeClaims not initialized)
+// or emptiness acts in the same pass: the simulation would race them.
+func (c *Controller) consolidate(ctx context.Context, snap *state.Cluster, now time.Time, busy bool) error {
+	if c.opts.Simulator == nil {
+		return nil
+	}
+	if c.cons.running != nil {
+		return c.advance(ctx, snap, now)
+	}
+	if busy || growing(snap) {
+		c.cons.pending = nil
+		return nil
+	}
+	pools, _ := c.opts.Simulator.Pools(ctx, snap)
+	cands, skipped := consolidationCandidates(snap, nodePrice(pools), now)
+	allowed, budget := c.tracker.budgets(snap, karpv1.DisruptionReasonUnderutilized, now)
+	for pool, n := range allowed {
+		if c.metrics != nil {
+			c.metrics.AllowedDisruptions.WithLabelValues(pool, string(karpv1.DisruptionReasonUnderutilized)).Set(float64(n))
+		}
+	}
+	cmd, kept := consolidate(cands, budget, c.opts.MinSavings, func(nodes map[string]bool) *scheduling.Result {
+		return c.opts.Simulator.SimulateWithout(snap, pools, nodes)
+	})
+	if err := c.report(ctx, snap, cands, skipped, kept, metav1.NewTime(now)); err != nil {
+		return err
+	}
+	switch {
+	case cmd == nil:
+		c.cons.pending = nil
+		return nil
+	case c.cons.pending == nil || c.cons.pending.Key() != cmd.Key():
+		c.cons.pending, c.cons.pendingAt = cmd, now
+		return nil
+	case now.Sub(c.cons.pendingAt) < validationDelay:
+		return nil
+	}
+	c.cons.pending = nil
+	return c.execute(ctx, cmd, pools, now)
+}
+
+// growing: pods wait for capacity, or NodeClaims are on their way.
+func growing(snap *state.Cluster) bool {
+	if len(snap.ProvisionablePods()) > 0 {
+		return true
+	}
+	for _, nc := range snap.NodeClaims {
+		if nc.DeletionTimestamp == nil && !state.IsTrue(nc, karpv1.ConditionTypeInitialized) {
+			return true
+		}
+	}
+	return false
+}
+
+// execute marks the candidates, then deletes them, or launches their replacements first.
+func (c *Controller) execute(ctx context.Context, cmd *Command, pools []scheduling.Pool, now time.Time) error {
+	if c.opts.DryRun {
+		for _, cand := range cmd.Candidates {
+			c.dryRun(ctx, cand.NodeClaim, fmt.Sprintf("Underutilized: would %s (%s, $%.4f/h → at most $%.4f/h)", cmd.Decision(), cmd.Method, cmd.Price, cmd.NewPrice))
+		}
+		return nil
+	}
+	for _, cand := range cmd.Candidates {
+		if err := c.setTaint(ctx, cand.Node, true); err != nil {
+			c.unmarkAll(ctx, cmd)
+			return err
+		}
+	}
+	if len(cmd.Replacements) == 0 {
+		return c.finish(ctx, cmd, nil)
+	}
+	names, err := c.opts.Simulator.Replace(ctx, cmd.Replacements, pools, strings.ToLower(string(karpv1.DisruptionReasonUnderutilized)))
+	c.cons.running, c.cons.replacements, c.cons.startedAt = cmd, names, now
+	if err != nil {
+		return errors.Join(err, c.rollback(ctx, fmt.Sprintf("creating the replacements failed: %v", err)))
+	}
+	log.FromContext(ctx).Info("launching replacement(s) before disrupting", "NodeClaims", strings.Join(names, ", "),
+		"candidates", cmd.Key(), "price", fmt.Sprintf("%.4f", cmd.Price), "new-price", fmt.Sprintf("≤ %.4f", cmd.NewPrice))
+	return nil
+}
+
+// advance checks the running command's replacements: all initialized ⇒ the candidates go; one
+// gone, failed to launch, or late ⇒ roll back.
+func (c *Controller) advance(ctx context.Context, snap *state.Cluster, now time.Time) error {
+	claims := map[string]*karpv1.NodeClaim{}
+	for _, nc := range snap.NodeClaims {
+		claims[nc.Name] = nc
+	}
+	ready := 0
+	for _, name := range c.cons.replacements {
+		nc := claims[name]
+		switch {
+		case nc == nil || nc.DeletionTimestamp != nil:
+			return c.rollback(ctx, fmt.Sprintf("replacement %s went away before it was initialized", name))
+		case state.IsTrue(nc, karpv1.ConditionTypeInitialized):
+			ready++
+		case isFalse(nc, karpv1.ConditionTypeLaunched):
+			return c.rollback(ctx, fmt.Sprintf("replacement %s failed to launch: %s", name, state.Condition(nc, karpv1.ConditionTypeLaunched).Message))
+		}
+	}
+	if ready < len(c.cons.replacements) {
+		if now.Sub(c.cons.startedAt) > replacementTimeout {
+			return c.rollback(ctx, fmt.Sprintf("the replacements were not initialized within %s", replacementTimeout))
+		}
+		return nil
+	}
+	cmd := c.cons.running
+	c.cons.running = nil
+	return c.finish(ctx, cmd, c.cons.replacements)
+}
+
+// finish deletes the candidates' NodeClaims (their finalizer drains the nodes through the
+// Eviction API and terminates the instances) and protects the replacements while the pods move.
+func (c *Controller) finish(ctx context.Context, cmd *Command, replacements []string) error {
+	for _, name := range replacements {
+		c.tracker.protect(name, c.now().Add(2*nominationWindow))
+	}
+	what := "delete"
+	if len(replacements) > 0 {
+		what = fmt.Sprintf("replace with %s", strings.Join(replacements, ", "))
+	}
+	msg := fmt.Sprintf("Disrupting NodeClaim: Underutilized/%s (%s, $%.4f/h → $%.4f/h)", cmd.Decision(), cmd.Method, cmd.Price, cmd.NewPrice)
+	var errs []error
+	for _, cand := range cmd.Candidates {
+		log.FromContext(ctx).Info("disrupting node(s)", "reason", "underutilized", "decision", what, "consolidation-type", cmd.Method,
+			"NodeClaim", klog.KObj(cand.NodeClaim), "Node", klog.KRef("", cand.Node.Name), "NodePool", klog.KObj(cand.Pool), "pods", len(cand.Pods))
+		if err := c.deleteClaim(ctx, cand.NodeClaim); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		c.recorder.Event(cand.NodeClaim, corev1.EventTypeNormal, "DisruptionTerminating", msg)
+		c.recorder.Event(cand.Node, corev1.EventTypeNormal, "DisruptionTerminating", msg)
+		c.disrupted(cand.NodeClaim, "underutilized")
+	}
+	if c.metrics != nil {
+		c.metrics.DisruptionDecisions.WithLabelValues(cmd.Decision(), "underutilized", cmd.Method).Inc()
+	}
+	return errors.Join(errs...)
+}
+
+// rollback lifts the taint from the candidates and deletes the replacements created so far.
+func (c *Controller) rollback(ctx context.Context, why string) error {
+	cmd := c.cons.running
+	c.cons.running = nil
+	log.FromContext(ctx).Info("consolidation abandoned; the nodes stay", "candidates", cmd.Key(), "reason", why)
+	for _, cand := range cmd.Candidates {
+		c.recorder.Event(cand.NodeClaim, corev1.EventTypeWarning, "DisruptionBlocked", "Consolidation abandoned: "+why)
+	}
+	errs := []error{c.unmarkAll(ctx, cmd)}
+	for _, name := range c.cons.replacements {
+		nc := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		errs = append(errs, c.deleteClaim(ctx, nc))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Controller) unmarkAll(ctx context.Context, cmd *Command) error {
+	var errs []error
+	for _, cand := range cmd.Candidates {
+		errs = append(errs, c.setTaint(ctx, cand.Node, false))
+	}
+	return errors.Join(errs...)
+}
+
+// held reports whether the NodeClaim is a candidate of the running command (its taint stays).
+func (s *consolidation) held(claim string) bool {
+	if s.running == nil {
+		return false
+	}
+	for _, cand := range s.running.Candidates {
+		if cand.NodeClaim.Name == claim {
+			return true
+		}
+	}
+	return false
+}
+
+func isFalse(nc *karpv1.NodeClaim, t string) bool {
+	cond := state.Condition(nc, t)
+	return cond != nil && cond.Status == metav1.ConditionFalse
+}

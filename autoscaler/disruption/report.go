@@ -1,0 +1,61 @@
+package disruption
+
+import (
+	"cmp"
+	"context"
+	"errors"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	"github.com/karpool/karpool/autoscaler/state"
+)
+
+// report keeps each node's Consolidatable condition in step with the last consolidation pass:
+// True for candidates, False with the reason for the others; a candidate that was looked at and
+// kept says why in the message. Each change is also an Unconsolidatable event on the NodeClaim
+// and its node. Only changes are written; NodeClaims still launching or being deleted are left
+// to the lifecycle.
+func (c *Controller) report(ctx context.Context, snap *state.Cluster, cands []Candidate, skipped, kept map[string]Verdict, now metav1.Time) error {
+	want := map[string]*karpv1.Condition{}
+	for name, v := range skipped {
+		if v.Reason != "Deleting" && v.Reason != "NotInitialized" {
+			want[name] = &karpv1.Condition{Status: metav1.ConditionFalse, Reason: v.Reason, Message: v.Message}
+		}
+	}
+	for _, cand := range cands {
+		v := kept[cand.NodeClaim.Name]
+		want[cand.NodeClaim.Name] = &karpv1.Condition{Status: metav1.ConditionTrue, Reason: cmp.Or(v.Reason, "Consolidatable"), Message: v.Message}
+	}
+	var errs []error
+	for _, nc := range snap.NodeClaims {
+		w := want[nc.Name]
+		if w == nil {
+			continue
+		}
+		cur := state.Condition(nc, karpv1.ConditionTypeConsolidatable)
+		if cur != nil && cur.Status == w.Status && cur.Reason == w.Reason && cur.Message == w.Message {
+			continue
+		}
+		patched := nc.DeepCopy()
+		patched.SetCondition(karpv1.ConditionTypeConsolidatable, w.Status, w.Reason, w.Message, now)
+		err := c.client.Status().Patch(ctx, patched, client.MergeFromWithOptions(nc, client.MergeFromWithOptimisticLock{}))
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			continue // the next pass writes it again
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if w.Message != "" {
+			c.recorder.Event(nc, corev1.EventTypeNormal, "Unconsolidatable", w.Message)
+			if node := snap.NodeFor(nc); node != nil {
+				c.recorder.Event(node, corev1.EventTypeNormal, "Unconsolidatable", w.Message)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
