@@ -47,7 +47,8 @@ test: tools verify-generate lint
 # Fuzz targets as package:Target. `go test ./...` already replays each seed corpus; this explores.
 FUZZ_TARGETS := ./schema/vet:FuzzVet ./schema:FuzzParseSchedule ./internal/migrate:FuzzMigrate \
 	./internal/awssim:FuzzEC2Query ./internal/awssim:FuzzJSONRequest \
-	./internal/awssim:FuzzUserData ./internal/awssim:FuzzEventPattern ./autoscaler/disruption:FuzzParseMinSavings
+	./internal/awssim:FuzzUserData ./internal/awssim:FuzzEventPattern ./autoscaler/disruption:FuzzParseMinSavings \
+	./autoscaler/cloud/aws/interruption:FuzzParse
 # A count, not a duration: with a duration, Go 1.26's fuzz coordinator can race its own deadline
 # and fail a target that found nothing ("context deadline exceeded", go.dev/issue/75804, fixed in
 # Go 1.27). Longer local runs: make fuzz FUZZTIME=100000x.

@@ -111,7 +111,30 @@ func (c *Controller) pass(ctx context.Context) error {
 	}
 	busy := len(gone)+len(plan.Mark)+len(plan.Delete)+len(plan.Unmark) > 0
 	errs = append(errs, c.consolidate(ctx, snap, now, busy))
+	errs = append(errs, c.validate(ctx, now))
 	return errors.Join(errs...)
+}
+
+// validate waits validationDelay after a consolidation was proposed in this pass, then decides
+// again on a fresh snapshot and acts if the decision held (as Karpenter's validation does,
+// rather than waiting for passes: a scale-down is consolidated in steps of the budget, each
+// step one validation long).
+func (c *Controller) validate(ctx context.Context, proposed time.Time) error {
+	if c.cons.pending == nil || !c.cons.pendingAt.Equal(proposed) {
+		return nil
+	}
+	t := time.NewTimer(validationDelay)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-t.C:
+	}
+	snap, err := state.Take(ctx, c.client)
+	if err != nil {
+		return err
+	}
+	return c.consolidate(ctx, snap, c.now(), false)
 }
 
 // setTaint adds or removes the karpenter.sh/disrupted:NoSchedule taint on the node as it is

@@ -34,6 +34,11 @@ type Metrics struct {
 	// NodeClaimsDisrupted counts NodeClaims disruption deleted, by NodePool, capacity type and
 	// reason (empty, underutilized, expired).
 	NodeClaimsDisrupted *prometheus.CounterVec
+	// InterruptionReceived counts interruption queue messages by type; InterruptionDeleted the
+	// ones deleted after handling; InterruptionQueueDuration is how long they waited in the queue.
+	InterruptionReceived      *prometheus.CounterVec
+	InterruptionDeleted       prometheus.Counter
+	InterruptionQueueDuration prometheus.Histogram
 }
 
 // New creates the metrics and registers them on reg.
@@ -64,11 +69,17 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			"Disruption decisions, by decision, reason and consolidation type.", "decision", "reason", "consolidation_type"),
 		NodeClaimsDisrupted: counter("karpenter_nodeclaims_disrupted_total",
 			"NodeClaims disrupted, by NodePool, capacity type and reason.", "nodepool", "capacity_type", "reason"),
+		InterruptionReceived: counter("karpenter_interruption_received_messages_total",
+			"Interruption queue messages received, by message type.", "message_type"),
+		InterruptionDeleted: prometheus.NewCounter(prometheus.CounterOpts{Name: "karpenter_interruption_deleted_messages_total",
+			Help: "Interruption queue messages deleted after handling."}),
+		InterruptionQueueDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "karpenter_interruption_message_queue_duration_seconds",
+			Help: "Time from an interruption message's arrival in the queue to its handling.", Buckets: prometheus.ExponentialBuckets(0.5, 2, 12)}),
 		AllowedDisruptions: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "karpenter_nodepools_allowed_disruptions",
 			Help: "Nodes the NodePool's disruption budgets allow to be disrupting at once, by reason."}, []string{"nodepool", "reason"}),
 	}
 	var err error
-	for _, c := range []**prometheus.CounterVec{&m.NodeClaimsCreated, &m.NodeClaimsLaunched, &m.NodeClaimsRegistered, &m.NodeClaimsInitialized, &m.NodeClaimsTerminated, &m.DisruptionDecisions, &m.NodeClaimsDisrupted} {
+	for _, c := range []**prometheus.CounterVec{&m.NodeClaimsCreated, &m.NodeClaimsLaunched, &m.NodeClaimsRegistered, &m.NodeClaimsInitialized, &m.NodeClaimsTerminated, &m.DisruptionDecisions, &m.NodeClaimsDisrupted, &m.InterruptionReceived} {
 		if *c, err = register(reg, *c); err != nil {
 			return nil, err
 		}
@@ -82,6 +93,12 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		return nil, err
 	}
 	if m.UnschedulablePods, err = register(reg, m.UnschedulablePods); err != nil {
+		return nil, err
+	}
+	if m.InterruptionDeleted, err = register(reg, m.InterruptionDeleted); err != nil {
+		return nil, err
+	}
+	if m.InterruptionQueueDuration, err = register(reg, m.InterruptionQueueDuration); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -72,6 +72,7 @@ with Karpenter's messages ("launched nodeclaim", ...). Metrics are served on
 	fl.DurationVar(&f.cfg.BatchMax, "batch-max-duration", 10*time.Second, "a batch of pending pods ends after this long in any case")
 	fl.DurationVar(&f.cfg.RegistrationTTL, "registration-ttl", 15*time.Minute, "an instance whose node has not registered after this long is terminated")
 	fl.DurationVar(&f.cfg.GCInterval, "gc-interval", time.Minute, "how often leaked instances and NodeClaims without instances are collected")
+	fl.StringVar(&f.cfg.InterruptionQueue, "interruption-queue", os.Getenv("INTERRUPTION_QUEUE"), "SQS queue with the instances' interruption events (spot interruption, scheduled change, stop/terminate): their NodeClaims are drained and replaced at once (default $INTERRUPTION_QUEUE; empty: none)")
 	fl.BoolVar(&f.cfg.DisruptionDryRun, "disruption-dry-run", false, "decide disruptions as usual but only report them (DisruptionDryRun events, log lines); taint and delete nothing")
 	fl.StringVar(&f.minSavings, "consolidation-min-savings", "", `least a consolidation must save: "10%", USD per hour "0.05", or both "10%,0.05"; NodePools may override it with the karpool.dev/consolidation-min-savings annotation (default: any saving, as Karpenter)`)
 	fl.BoolVar(&f.debug, "debug", false, "log debug messages")

@@ -13,20 +13,25 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	rtcontroller "github.com/fluxcd/pkg/runtime/controller"
 	fluxmetrics "github.com/fluxcd/pkg/runtime/metrics"
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/karpool/karpool/autoscaler"
 	"github.com/karpool/karpool/autoscaler/catalog"
 	awsprovider "github.com/karpool/karpool/autoscaler/cloud/aws"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/interruption"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/nodeclass"
 	"github.com/karpool/karpool/autoscaler/disruption"
+	"github.com/karpool/karpool/autoscaler/metrics"
 	"github.com/karpool/karpool/internal/localenv"
 	"github.com/karpool/karpool/reconciler"
 )
@@ -49,6 +54,9 @@ type Config struct {
 	LeaderElection         bool
 	// Autoscaler tuning (zero values take the defaults).
 	BatchIdle, BatchMax, RegistrationTTL, GCInterval time.Duration
+	// InterruptionQueue is the SQS queue EventBridge sends the instances' interruption events to
+	// (Karpenter's INTERRUPTION_QUEUE); empty: none is watched.
+	InterruptionQueue string
 	// DisruptionDryRun and MinSavings: see autoscaler.Options.
 	DisruptionDryRun bool
 	MinSavings       disruption.MinSavings
@@ -124,6 +132,11 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	}); err != nil {
 		return err
 	}
+	if cfg.InterruptionQueue != "" {
+		if err := addInterruption(mgr, cfg, provider); err != nil {
+			return err
+		}
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}
@@ -162,3 +175,18 @@ const leaseName = "karpool-leader-election"
 // fluxRecorder returns Flux's reconcile metrics recorder, registered once per process (tests
 // run the operator more than once).
 var fluxRecorder = sync.OnceValue(fluxmetrics.MustMakeRecorder)
+
+// addInterruption runs the interruption queue consumer on the leader.
+func addInterruption(mgr ctrl.Manager, cfg Config, provider *awsprovider.Provider) error {
+	m, err := metrics.New(crmetrics.Registry) // the autoscaler's collectors, already registered
+	if err != nil {
+		return err
+	}
+	c := interruption.New(sqs.NewFromConfig(cfg.AWS), mgr.GetClient(), interruption.Options{
+		Queue: cfg.InterruptionQueue, Recorder: mgr.GetEventRecorderFor("karpenter"), Metrics: m,
+		MarkUnavailable: provider.MarkUnavailable,
+	})
+	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		return c.Start(log.IntoContext(ctx, mgr.GetLogger()))
+	}))
+}

@@ -169,3 +169,9 @@ func (p *Provider) clusterFacts() Options {
 	defer p.clusterMu.Unlock()
 	return p.opts
 }
+
+// MarkUnavailable avoids an offering for UnavailableFor, as after insufficient capacity: a spot
+// offering that was just interrupted would likely be interrupted again.
+func (p *Provider) MarkUnavailable(instanceType, zone, capacityType string) {
+	p.opts.Unavailable.Mark(instanceType, zone, capacityType, p.opts.Now().Add(UnavailableFor))
+}
