@@ -40,9 +40,9 @@ func TestParseRejects(t *testing.T) {
 	for body, want := range map[string]string{
 		`not json`: "not an EventBridge event",
 		`{}`:       "no source or detail-type",
-		`{"source":"aws.ec2","detail-type":"EC2 Spot Instance Interruption Warning","detail":{"instance-id":"vol-1"}}`: `detail.instance-id "vol-1"`,
+		`{"source":"aws.ec2","detail-type":"EC2 Spot Instance Interruption Warning","detail":{"instance-id":"vol-1"}}`:                                  `detail.instance-id "vol-1"`,
 		`{"source":"aws.health","detail-type":"AWS Health Event","detail":{"service":"EC2","eventTypeCategory":"scheduledChange","eventTypeCode":"X"}}`: "names no instance",
-		`{"source":"aws.ec2","detail-type":"EC2 Instance State-change Notification","detail":[1]}`:                                                     "detail",
+		`{"source":"aws.ec2","detail-type":"EC2 Instance State-change Notification","detail":[1]}`:                                                      "detail",
 	} {
 		if _, err := Parse(body); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Parse(%s): %v, want an error saying %q", body, err, want)
