@@ -28,11 +28,16 @@ const maxMultiNode = 100
 type Command struct {
 	Candidates   []Candidate
 	Replacements []scheduling.NodeClaim
-	// Method is "multi" (several candidates at once) or "single".
+	// Reason is Underutilized or Drifted.
+	Reason karpv1.DisruptionReason
+	// Method is "multi" (several candidates at once), "single" or "drift".
 	Method string
 	// Price is what the candidates cost per hour; NewPrice what the replacements cost at most.
 	Price, NewPrice float64
 }
+
+// reason is the command's reason as metrics and logs spell it (underutilized, drifted).
+func (c *Command) reason() string { return strings.ToLower(string(c.Reason)) }
 
 // Decision names the command's action: delete, or replace.
 func (c *Command) Decision() string {
@@ -96,8 +101,36 @@ func consolidationCandidates(c *state.Cluster, prices func(*karpv1.NodeClaim) (f
 // messages stay the same from pass to pass while the cause does, so reporting them writes
 // only on change.
 func notCandidate(c *state.Cluster, nc *karpv1.NodeClaim, node *corev1.Node, np *karpv1.NodePool, now time.Time) Verdict {
-	initialized := state.Condition(nc, karpv1.ConditionTypeInitialized)
+	if v := notDisruptable(nc, node); v.Reason != "" {
+		return v
+	}
 	after := np.Spec.Disruption.ConsolidateAfter.Duration
+	if after == nil {
+		return Verdict{"ConsolidateAfterNever", "its NodePool's consolidateAfter is Never"}
+	}
+	pods := movingPods(c, node)
+	if len(pods) == 0 {
+		return Verdict{"Empty", "it is empty: emptiness removes it after consolidateAfter"}
+	}
+	if np.Spec.Disruption.ConsolidationPolicy != karpv1.ConsolidationPolicyWhenEmptyOrUnderutilized {
+		return Verdict{"WhenEmpty", "its NodePool's consolidationPolicy is WhenEmpty and pods run on it"}
+	}
+	initialized := state.Condition(nc, karpv1.ConditionTypeInitialized)
+	last := initialized.LastTransitionTime.Time
+	if nc.Status.LastPodEventTime.After(last) {
+		last = nc.Status.LastPodEventTime.Time
+	}
+	if now.Sub(last) < *after {
+		return Verdict{"ConsolidateAfter", fmt.Sprintf("consolidateAfter (%s) has not passed since the last pod event, at %s",
+			*after, last.UTC().Format(time.RFC3339))}
+	}
+	return podsHold(c, pods)
+}
+
+// notDisruptable says why a node cannot be voluntarily disrupted at all now: it is not up, is
+// already going, or opts out.
+func notDisruptable(nc *karpv1.NodeClaim, node *corev1.Node) Verdict {
+	initialized := state.Condition(nc, karpv1.ConditionTypeInitialized)
 	switch {
 	case nc.DeletionTimestamp != nil:
 		return Verdict{"Deleting", "it is being deleted"}
@@ -107,26 +140,15 @@ func notCandidate(c *state.Cluster, nc *karpv1.NodeClaim, node *corev1.Node, np 
 		return Verdict{"NodeNotReady", "its node is not Ready"}
 	case hasDisruptedTaint(node):
 		return Verdict{"Disrupting", "it is being disrupted"}
-	case after == nil:
-		return Verdict{"ConsolidateAfterNever", "its NodePool's consolidateAfter is Never"}
 	case nc.Annotations[karpv1.AnnotationDoNotDisrupt] == "true" || node.Annotations[karpv1.AnnotationDoNotDisrupt] == "true":
 		return Verdict{"DoNotDisrupt", "it has the karpenter.sh/do-not-disrupt annotation"}
 	}
-	pods := movingPods(c, node)
-	if len(pods) == 0 {
-		return Verdict{"Empty", "it is empty: emptiness removes it after consolidateAfter"}
-	}
-	if np.Spec.Disruption.ConsolidationPolicy != karpv1.ConsolidationPolicyWhenEmptyOrUnderutilized {
-		return Verdict{"WhenEmpty", "its NodePool's consolidationPolicy is WhenEmpty and pods run on it"}
-	}
-	last := initialized.LastTransitionTime.Time
-	if nc.Status.LastPodEventTime.After(last) {
-		last = nc.Status.LastPodEventTime.Time
-	}
-	if now.Sub(last) < *after {
-		return Verdict{"ConsolidateAfter", fmt.Sprintf("consolidateAfter (%s) has not passed since the last pod event, at %s",
-			*after, last.UTC().Format(time.RFC3339))}
-	}
+	return Verdict{}
+}
+
+// podsHold names a pod that may not be evicted now: do-not-disrupt, or a PodDisruptionBudget
+// that allows no disruption.
+func podsHold(c *state.Cluster, pods []*corev1.Pod) Verdict {
 	for _, p := range pods {
 		if p.Annotations[karpv1.AnnotationDoNotDisrupt] == "true" {
 			return Verdict{"PodDoNotDisrupt", fmt.Sprintf("pod %s/%s has the karpenter.sh/do-not-disrupt annotation", p.Namespace, p.Name)}
@@ -244,7 +266,7 @@ func evaluate(cands []Candidate, def MinSavings, simulate func(map[string]bool) 
 		u := res.Unschedulable[0]
 		return nil, Verdict{"PodsDoNotFit", fmt.Sprintf("pod %s/%s would fit nowhere else: %s", u.Pod.Namespace, u.Pod.Name, u.Reason)}
 	}
-	cmd := &Command{Candidates: cands, Price: price}
+	cmd := &Command{Candidates: cands, Price: price, Reason: karpv1.DisruptionReasonUnderutilized}
 	newPrice := res.TotalPricePerHour()
 	if !least.enough(price, newPrice) && newPrice < price {
 		return nil, Verdict{"MinSavings", fmt.Sprintf("consolidating would save $%.4f/h of $%.4f/h, less than the minimum savings (%s)", price-newPrice, price, least)}

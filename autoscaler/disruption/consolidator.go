@@ -50,11 +50,24 @@ func (c *Controller) consolidate(ctx context.Context, snap *state.Cluster, now t
 	if c.cons.running != nil {
 		return c.advance(ctx, snap, now)
 	}
+	drift := drifted(snap)
+	if err := c.markDrift(ctx, snap, drift, metav1.NewTime(now)); err != nil {
+		return err
+	}
 	if busy || growing(snap) {
 		c.cons.pending = nil
 		return nil
 	}
 	pools, _ := c.opts.Simulator.Pools(ctx, snap)
+	simulate := func(nodes map[string]bool) *scheduling.Result {
+		return c.opts.Simulator.SimulateWithout(snap, pools, nodes)
+	}
+	// Drift first, as in Karpenter: a rollout is not held up by savings.
+	_, driftBudget := c.tracker.budgets(snap, karpv1.DisruptionReasonDrifted, now)
+	if cmd, _ := driftCommand(snap, drift, driftBudget, nodePrice(pools), simulate); cmd != nil {
+		c.cons.pending = nil
+		return c.execute(ctx, cmd, pools, now)
+	}
 	cands, skipped := consolidationCandidates(snap, nodePrice(pools), now)
 	allowed, budget := c.tracker.budgets(snap, karpv1.DisruptionReasonUnderutilized, now)
 	for pool, n := range allowed {
@@ -62,9 +75,7 @@ func (c *Controller) consolidate(ctx context.Context, snap *state.Cluster, now t
 			c.metrics.AllowedDisruptions.WithLabelValues(pool, string(karpv1.DisruptionReasonUnderutilized)).Set(float64(n))
 		}
 	}
-	cmd, kept := consolidate(cands, budget, c.opts.MinSavings, func(nodes map[string]bool) *scheduling.Result {
-		return c.opts.Simulator.SimulateWithout(snap, pools, nodes)
-	})
+	cmd, kept := consolidate(cands, budget, c.opts.MinSavings, simulate)
 	if err := c.report(ctx, snap, cands, skipped, kept, metav1.NewTime(now)); err != nil {
 		return err
 	}
@@ -99,7 +110,7 @@ func growing(snap *state.Cluster) bool {
 func (c *Controller) execute(ctx context.Context, cmd *Command, pools []scheduling.Pool, now time.Time) error {
 	if c.opts.DryRun {
 		for _, cand := range cmd.Candidates {
-			c.dryRun(ctx, cand.NodeClaim, fmt.Sprintf("Underutilized: would %s (%s, $%.4f/h → at most $%.4f/h)", cmd.Decision(), cmd.Method, cmd.Price, cmd.NewPrice))
+			c.dryRun(ctx, cand.NodeClaim, fmt.Sprintf("%s: would %s (%s, $%.4f/h → at most $%.4f/h)", cmd.Reason, cmd.Decision(), cmd.Method, cmd.Price, cmd.NewPrice))
 		}
 		return nil
 	}
@@ -112,7 +123,7 @@ func (c *Controller) execute(ctx context.Context, cmd *Command, pools []scheduli
 	if len(cmd.Replacements) == 0 {
 		return c.finish(ctx, cmd, nil)
 	}
-	names, err := c.opts.Simulator.Replace(ctx, cmd.Replacements, pools, strings.ToLower(string(karpv1.DisruptionReasonUnderutilized)))
+	names, err := c.opts.Simulator.Replace(ctx, cmd.Replacements, pools, cmd.reason())
 	c.cons.running, c.cons.replacements, c.cons.startedAt = cmd, names, now
 	if err != nil {
 		return errors.Join(err, c.rollback(ctx, fmt.Sprintf("creating the replacements failed: %v", err)))
@@ -156,16 +167,16 @@ func (c *Controller) advance(ctx context.Context, snap *state.Cluster, now time.
 // Eviction API and terminates the instances) and protects the replacements while the pods move.
 func (c *Controller) finish(ctx context.Context, cmd *Command, replacements []string) error {
 	for _, name := range replacements {
-		c.tracker.protect(name, c.now().Add(2*nominationWindow))
+		c.tracker.protect(name, time.Now().Add(2*nominationWindow))
 	}
 	what := "delete"
 	if len(replacements) > 0 {
 		what = fmt.Sprintf("replace with %s", strings.Join(replacements, ", "))
 	}
-	msg := fmt.Sprintf("Disrupting NodeClaim: Underutilized/%s (%s, $%.4f/h → $%.4f/h)", cmd.Decision(), cmd.Method, cmd.Price, cmd.NewPrice)
+	msg := fmt.Sprintf("Disrupting NodeClaim: %s/%s (%s, $%.4f/h → $%.4f/h)", cmd.Reason, cmd.Decision(), cmd.Method, cmd.Price, cmd.NewPrice)
 	var errs []error
 	for _, cand := range cmd.Candidates {
-		log.FromContext(ctx).Info("disrupting node(s)", "reason", "underutilized", "decision", what, "consolidation-type", cmd.Method,
+		log.FromContext(ctx).Info("disrupting node(s)", "reason", cmd.reason(), "decision", what, "consolidation-type", cmd.Method,
 			"NodeClaim", klog.KObj(cand.NodeClaim), "Node", klog.KRef("", cand.Node.Name), "NodePool", klog.KObj(cand.Pool), "pods", len(cand.Pods))
 		if err := c.deleteClaim(ctx, cand.NodeClaim); err != nil {
 			errs = append(errs, err)
@@ -173,10 +184,10 @@ func (c *Controller) finish(ctx context.Context, cmd *Command, replacements []st
 		}
 		c.recorder.Event(cand.NodeClaim, corev1.EventTypeNormal, "DisruptionTerminating", msg)
 		c.recorder.Event(cand.Node, corev1.EventTypeNormal, "DisruptionTerminating", msg)
-		c.disrupted(cand.NodeClaim, "underutilized")
+		c.disrupted(cand.NodeClaim, cmd.reason())
 	}
 	if c.metrics != nil {
-		c.metrics.DisruptionDecisions.WithLabelValues(cmd.Decision(), "underutilized", cmd.Method).Inc()
+		c.metrics.DisruptionDecisions.WithLabelValues(cmd.Decision(), cmd.reason(), cmd.Method).Inc()
 	}
 	return errors.Join(errs...)
 }

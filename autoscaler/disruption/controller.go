@@ -33,7 +33,6 @@ type Controller struct {
 	cons     consolidation
 	// said remembers the dry-run message last given per NodeClaim, so each is given once.
 	said map[string]string
-	now  func() time.Time
 }
 
 // Options configure the disruption controller.
@@ -57,7 +56,7 @@ func New(c client.Client, opts Options) *Controller {
 		opts.Recorder = &record.FakeRecorder{}
 	}
 	ctl := &Controller{client: c, recorder: opts.Recorder, metrics: opts.Metrics, opts: opts, tracker: NewTracker(),
-		said: map[string]string{}, now: time.Now}
+		said: map[string]string{}}
 	ctl.tracker.held = ctl.cons.held
 	return ctl
 }
@@ -74,7 +73,7 @@ func (c *Controller) pass(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	now := c.now()
+	now := time.Now()
 	c.forgetSaid(snap)
 	var errs []error
 	gone := expired(snap, now)
@@ -134,7 +133,7 @@ func (c *Controller) validate(ctx context.Context, proposed time.Time) error {
 	if err != nil {
 		return err
 	}
-	return c.consolidate(ctx, snap, c.now(), false)
+	return c.consolidate(ctx, snap, time.Now(), false)
 }
 
 // setTaint adds or removes the karpenter.sh/disrupted:NoSchedule taint on the node as it is

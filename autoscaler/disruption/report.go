@@ -59,3 +59,42 @@ func (c *Controller) report(ctx context.Context, snap *state.Cluster, cands []Ca
 	}
 	return errors.Join(errs...)
 }
+
+// markDrift keeps the NodeClaims' Drifted condition (True with the reason while drifted, False
+// once not) and re-stamps NodeClaims made under another hash version with their pool's hash.
+func (c *Controller) markDrift(ctx context.Context, snap *state.Cluster, drift map[string]Verdict, now metav1.Time) error {
+	var errs []error
+	for _, nc := range snap.NodeClaims {
+		if nc.DeletionTimestamp != nil {
+			continue
+		}
+		v, isDrifted := drift[nc.Name]
+		cur := state.Condition(nc, karpv1.ConditionTypeDrifted)
+		if !isDrifted && (cur == nil || cur.Status != metav1.ConditionTrue) ||
+			isDrifted && cur != nil && cur.Status == metav1.ConditionTrue && cur.Reason == v.Reason && cur.Message == v.Message {
+			continue
+		}
+		patched := nc.DeepCopy()
+		if isDrifted {
+			patched.SetCondition(karpv1.ConditionTypeDrifted, metav1.ConditionTrue, v.Reason, v.Message, now)
+		} else {
+			patched.SetCondition(karpv1.ConditionTypeDrifted, metav1.ConditionFalse, "NotDrifted", "", now)
+		}
+		if err := c.client.Status().Patch(ctx, patched, client.MergeFromWithOptions(nc, client.MergeFromWithOptimisticLock{})); err != nil &&
+			!apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	for _, nc := range restamp(snap) {
+		patched := nc.DeepCopy()
+		if patched.Annotations == nil {
+			patched.Annotations = map[string]string{}
+		}
+		patched.Annotations[karpv1.AnnotationNodePoolHash] = poolOf(snap, nc).TemplateHash()
+		patched.Annotations[karpv1.AnnotationNodePoolHashVersion] = karpv1.NodePoolHashVersion
+		if err := c.client.Patch(ctx, patched, client.MergeFrom(nc)); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

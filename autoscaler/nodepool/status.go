@@ -5,6 +5,7 @@ package nodepool
 
 import (
 	"context"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -62,6 +63,9 @@ func (s *Status) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 		snapshot.NodeClasses[classes.Items[i].Name] = &classes.Items[i]
 	}
 	class, notReady := snapshot.NodeClassReady(np)
+	if err := s.stamp(ctx, np); err != nil {
+		return reconcile.Result{}, err
+	}
 
 	before := np.DeepCopy()
 	np.Status.Resources, np.Status.Nodes = usage(claims.Items)
@@ -77,6 +81,7 @@ func (s *Status) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 	// checked at runtime, so an admitted pool is valid.
 	meta.SetStatusCondition(&np.Status.Conditions, metav1.Condition{Type: karpv1.ConditionTypeValidationSucceeded,
 		Status: metav1.ConditionTrue, Reason: "ValidationSucceeded", ObservedGeneration: gen})
+	meta.SetStatusCondition(&np.Status.Conditions, rollout(claims.Items, gen))
 	ready := metav1.Condition{Type: karpv1.ConditionTypeReady, Status: metav1.ConditionTrue, Reason: "Ready", ObservedGeneration: gen}
 	if notReady != "" {
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, "NodeClassNotReady", notReady
@@ -89,6 +94,41 @@ func (s *Status) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 	}
 	s.export(ctx, np, class, claims.Items)
 	return reconcile.Result{}, nil
+}
+
+// stamp puts the template's hash on the NodePool, as Karpenter does (NodeClaims get it at
+// creation; drift compares the two).
+func (s *Status) stamp(ctx context.Context, np *karpv1.NodePool) error {
+	hash := np.TemplateHash()
+	if np.Annotations[karpv1.AnnotationNodePoolHash] == hash && np.Annotations[karpv1.AnnotationNodePoolHashVersion] == karpv1.NodePoolHashVersion {
+		return nil
+	}
+	patch := client.MergeFrom(np.DeepCopy())
+	if np.Annotations == nil {
+		np.Annotations = map[string]string{}
+	}
+	np.Annotations[karpv1.AnnotationNodePoolHash], np.Annotations[karpv1.AnnotationNodePoolHashVersion] = hash, karpv1.NodePoolHashVersion
+	return s.client.Patch(ctx, np, patch)
+}
+
+// ConditionTypeRolledOut is karpool's NodePool condition for a rollout after a template change:
+// False while NodeClaims of the pool are drifted (the disruption controller marks them), with
+// how many remain, True once none is. A GitOps health check can wait on it.
+const ConditionTypeRolledOut = "RolledOut"
+
+func rollout(claims []karpv1.NodeClaim, gen int64) metav1.Condition {
+	drifted := 0
+	for i := range claims {
+		if claims[i].DeletionTimestamp == nil && state.IsTrue(&claims[i], karpv1.ConditionTypeDrifted) {
+			drifted++
+		}
+	}
+	if drifted == 0 {
+		return metav1.Condition{Type: ConditionTypeRolledOut, Status: metav1.ConditionTrue, Reason: "RolledOut",
+			Message: "no node is drifted", ObservedGeneration: gen}
+	}
+	return metav1.Condition{Type: ConditionTypeRolledOut, Status: metav1.ConditionFalse, Reason: "Drifted",
+		Message: fmt.Sprintf("%d of %d nodes are drifted and wait to be replaced", drifted, len(claims)), ObservedGeneration: gen}
 }
 
 // usage sums the capacity of the pool's NodeClaims that are not being deleted: launched ones by

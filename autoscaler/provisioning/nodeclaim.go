@@ -31,12 +31,12 @@ func newNodeClaim(np *karpv1.NodePool, planned *scheduling.NodeClaim) *karpv1.No
 		}
 	}
 	labels[karpv1.LabelNodePool] = np.Name
-	var annotations map[string]string
-	if len(tmpl.Annotations) > 0 {
-		annotations = make(map[string]string, len(tmpl.Annotations))
-		for k, v := range tmpl.Annotations {
-			annotations[k] = v
-		}
+	// The template's hash tells drift later whether the pool changed since.
+	annotations := map[string]string{
+		karpv1.AnnotationNodePoolHash: np.TemplateHash(), karpv1.AnnotationNodePoolHashVersion: karpv1.NodePoolHashVersion,
+	}
+	for k, v := range tmpl.Annotations {
+		annotations[k] = v
 	}
 	nc := &karpv1.NodeClaim{
 		ObjectMeta: metav1.ObjectMeta{

@@ -30,19 +30,14 @@ func TestFragmentedNodesConsolidated(t *testing.T) {
 	h.startController()
 	ns := h.namespace("fragmented")
 	h.workshopPools()
-	h.eventually("the workshop pool narrowed to m5.large, consolidating after 20 s", time.Minute, func() error {
-		var pool karpv1.NodePool
-		if err := h.c.Get(h.ctx, client.ObjectKey{Name: "default"}, &pool); err != nil {
-			return err
-		}
-		for i, r := range pool.Spec.Template.Spec.Requirements {
+	h.updatePool(func(np *karpv1.NodePool) {
+		for i, r := range np.Spec.Template.Spec.Requirements {
 			if r.Key == corev1.LabelInstanceTypeStable {
-				pool.Spec.Template.Spec.Requirements[i].Values = []string{"m5.large"}
+				np.Spec.Template.Spec.Requirements[i].Values = []string{"m5.large"}
 			}
 		}
-		pool.Spec.Disruption.ConsolidateAfter.Duration = ptr.To(20 * time.Second)
-		pool.Spec.Disruption.Budgets = []karpv1.Budget{{Nodes: "25%"}}
-		return h.c.Update(h.ctx, &pool)
+		np.Spec.Disruption.ConsolidateAfter.Duration = ptr.To(20 * time.Second)
+		np.Spec.Disruption.Budgets = []karpv1.Budget{{Nodes: "25%"}}
 	})
 	for name, cpu := range map[string]string{"big": "1300m", "small": "500m"} {
 		h.deployment(ns, name, 20, cpu)

@@ -29,17 +29,12 @@ func TestSpotInterruptionReplacesNode(t *testing.T) {
 	h.startController()
 	ns := h.namespace("interruption")
 	h.workshopPools()
-	h.eventually("the workshop pool switched to spot", time.Minute, func() error {
-		var pool karpv1.NodePool
-		if err := h.c.Get(h.ctx, client.ObjectKey{Name: "default"}, &pool); err != nil {
-			return err
-		}
-		for i, r := range pool.Spec.Template.Spec.Requirements {
+	h.updatePool(func(np *karpv1.NodePool) {
+		for i, r := range np.Spec.Template.Spec.Requirements {
 			if r.Key == karpv1.LabelCapacityType {
-				pool.Spec.Template.Spec.Requirements[i].Values = []string{karpv1.CapacityTypeSpot}
+				np.Spec.Template.Spec.Requirements[i].Values = []string{karpv1.CapacityTypeSpot}
 			}
 		}
-		return h.c.Update(h.ctx, &pool) // the controller writes its status meanwhile: retry on conflict
 	})
 	h.inflate(ns, 2)
 	h.runningPods(ns, "inflate", 2, 3*time.Minute)

@@ -1,0 +1,113 @@
+package disruption
+
+import (
+	"fmt"
+
+	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	"github.com/karpool/karpool/autoscaler/scheduling"
+	"github.com/karpool/karpool/autoscaler/state"
+	"github.com/karpool/karpool/internal/requirements"
+)
+
+// Drift reasons, as the NodeClaim's Drifted condition names them (Karpenter's).
+const (
+	DriftNodePool     = "NodePoolDrifted"
+	DriftRequirements = "RequirementsDrifted"
+)
+
+// driftOf says why a NodeClaim no longer matches its NodePool ("" if it does): the template it
+// was made from changed (the hash it was stamped with differs from the pool's, under the same
+// hash version), or one of its labels no longer meets the pool's requirements. Labels the
+// NodeClaim does not carry are not judged.
+func driftOf(nc *karpv1.NodeClaim, np *karpv1.NodePool) (reason, message string) {
+	if nc.Annotations[karpv1.AnnotationNodePoolHashVersion] == karpv1.NodePoolHashVersion &&
+		nc.Annotations[karpv1.AnnotationNodePoolHash] != np.TemplateHash() {
+		return DriftNodePool, fmt.Sprintf("NodePool %s's template changed since the NodeClaim was created", np.Name)
+	}
+	for _, r := range np.Spec.Template.Spec.Requirements {
+		req := requirements.New(r.Key, r.Operator, r.Values)
+		v, ok := nc.Labels[req.Key]
+		if ok && !req.Matches(v, true) {
+			return DriftRequirements, fmt.Sprintf("label %s=%s no longer meets NodePool %s's requirement %s", req.Key, v, np.Name, req.String())
+		}
+	}
+	return "", ""
+}
+
+// restamp lists the NodeClaims stamped under another hash version (or none): they get the
+// pool's current hash rather than being drifted, as Karpenter does when its hashing changes.
+func restamp(c *state.Cluster) []*karpv1.NodeClaim {
+	var out []*karpv1.NodeClaim
+	for _, nc := range c.NodeClaims {
+		if nc.DeletionTimestamp == nil && nc.Annotations[karpv1.AnnotationNodePoolHashVersion] != karpv1.NodePoolHashVersion &&
+			poolOf(c, nc) != nil {
+			out = append(out, nc)
+		}
+	}
+	return out
+}
+
+// drifted returns the drifted NodeClaims of the snapshot with their reasons.
+func drifted(c *state.Cluster) map[string]Verdict {
+	out := map[string]Verdict{}
+	for _, nc := range c.NodeClaims {
+		np := poolOf(c, nc)
+		if np == nil || nc.DeletionTimestamp != nil {
+			continue
+		}
+		if reason, msg := driftOf(nc, np); reason != "" {
+			out[nc.Name] = Verdict{reason, msg}
+		}
+	}
+	return out
+}
+
+func poolOf(c *state.Cluster, nc *karpv1.NodeClaim) *karpv1.NodePool {
+	for _, np := range c.NodePools {
+		if np.Name == nc.Labels[karpv1.LabelNodePool] {
+			return np
+		}
+	}
+	return nil
+}
+
+// driftCommand picks the first drifted node (in snapshot order) its pool's Drifted budget lets
+// go and that may be disrupted now, and plans its pods onto the other nodes and, where they do
+// not fit, new NodeClaims of the pool as it is now; drift replaces at any price. Verdicts say
+// why drifted nodes wait.
+func driftCommand(c *state.Cluster, drift map[string]Verdict, budget map[string]int, prices func(*karpv1.NodeClaim) (float64, bool),
+	simulate func(nodes map[string]bool) *scheduling.Result) (*Command, map[string]Verdict) {
+	waits := map[string]Verdict{}
+	for _, nc := range c.NodeClaims {
+		if _, ok := drift[nc.Name]; !ok {
+			continue
+		}
+		np, node := poolOf(c, nc), c.NodeFor(nc)
+		if node == nil {
+			continue
+		}
+		pods := movingPods(c, node)
+		v := notDisruptable(nc, node)
+		if v.Reason == "" {
+			v = podsHold(c, pods)
+		}
+		if v.Reason == "" && budget[np.Name] <= 0 {
+			v = Verdict{"Budget", fmt.Sprintf("NodePool %s's disruption budgets allow no more nodes to be disrupted for Drifted now", np.Name)}
+		}
+		if v.Reason != "" {
+			waits[nc.Name] = v
+			continue
+		}
+		res := simulate(map[string]bool{node.Name: true})
+		if len(res.Unschedulable) > 0 {
+			u := res.Unschedulable[0]
+			waits[nc.Name] = Verdict{"PodsDoNotFit", fmt.Sprintf("pod %s/%s would fit nowhere else: %s", u.Pod.Namespace, u.Pod.Name, u.Reason)}
+			continue
+		}
+		price, _ := prices(nc)
+		return &Command{Candidates: []Candidate{{NodeClaim: nc, Node: node, Pool: np, Price: price, Pods: pods}},
+			Replacements: res.NodeClaims, Reason: karpv1.DisruptionReasonDrifted, Method: "drift",
+			Price: price, NewPrice: res.TotalPricePerHour()}, waits
+	}
+	return nil, waits
+}
