@@ -116,8 +116,7 @@ func (c *Controller) execute(ctx context.Context, cmd *Command, pools []scheduli
 	}
 	for _, cand := range cmd.Candidates {
 		if err := c.setTaint(ctx, cand.Node, true); err != nil {
-			c.unmarkAll(ctx, cmd)
-			return err
+			return errors.Join(err, c.unmarkAll(ctx, cmd))
 		}
 	}
 	if len(cmd.Replacements) == 0 {

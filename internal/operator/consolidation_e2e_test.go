@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	"github.com/karpool/karpool/autoscaler/state"
 )
 
 // TestFragmentedNodesConsolidated: 20 m5.large nodes each run one 1300m "big" and one 500m
@@ -31,11 +32,7 @@ func TestFragmentedNodesConsolidated(t *testing.T) {
 	ns := h.namespace("fragmented")
 	h.workshopPools()
 	h.updatePool(func(np *karpv1.NodePool) {
-		for i, r := range np.Spec.Template.Spec.Requirements {
-			if r.Key == corev1.LabelInstanceTypeStable {
-				np.Spec.Template.Spec.Requirements[i].Values = []string{"m5.large"}
-			}
-		}
+		setValues(np, corev1.LabelInstanceTypeStable, "m5.large")
 		np.Spec.Disruption.ConsolidateAfter.Duration = ptr.To(20 * time.Second)
 		np.Spec.Disruption.Budgets = []karpv1.Budget{{Nodes: "25%"}}
 	})
@@ -190,4 +187,62 @@ func scheduled(p *corev1.Pod) *corev1.PodCondition {
 		}
 	}
 	return nil
+}
+
+// TestDryRunChangesNothing is the fragmentation scenario, smaller, with --disruption-dry-run:
+// consolidation decides as usual, but only says so (a DisruptionDryRun event on each node it
+// would remove); no node is tainted or deleted, and every node's Consolidatable condition
+// carries its reason.
+func TestDryRunChangesNothing(t *testing.T) {
+	h := newHarness(t)
+	h.cfg.DisruptionDryRun = true
+	h.startController()
+	ns := h.namespace("dryrun")
+	h.workshopPools()
+	h.updatePool(func(np *karpv1.NodePool) {
+		setValues(np, corev1.LabelInstanceTypeStable, "m5.large")
+		np.Spec.Disruption.ConsolidateAfter.Duration = ptr.To(10 * time.Second)
+		np.Spec.Disruption.Budgets = []karpv1.Budget{{Nodes: "100%"}}
+	})
+	for name, cpu := range map[string]string{"big": "1300m", "small": "500m"} {
+		h.deployment(ns, name, 4, cpu)
+	}
+	h.runningPods(ns, "big", 4, 3*time.Minute)
+	h.runningPods(ns, "small", 4, time.Minute)
+	claims := h.nodeClaims()
+	h.scale(ns, "big", 0)
+	h.eventually("a dry-run decision on the nodes consolidation would remove", 3*time.Minute, func() error {
+		var events corev1.EventList
+		if err := h.c.List(h.ctx, &events, client.MatchingFields{"reason": "DisruptionDryRun"}); err != nil {
+			return err
+		}
+		would := map[string]bool{}
+		for _, e := range events.Items {
+			would[e.InvolvedObject.Name] = true
+		}
+		if len(would) < len(claims)/2 {
+			return fmt.Errorf("dry-run decisions on %d of %d NodeClaims", len(would), len(claims))
+		}
+		return nil
+	})
+	after := h.nodeClaims()
+	if len(after) != len(claims) {
+		t.Errorf("%d NodeClaims after the dry run, %d before", len(after), len(claims))
+	}
+	for _, nc := range after {
+		if nc.DeletionTimestamp != nil {
+			t.Errorf("NodeClaim %s is being deleted", nc.Name)
+		}
+		c := state.Condition(&nc, karpv1.ConditionTypeConsolidatable)
+		if c == nil || c.Reason == "" {
+			t.Errorf("NodeClaim %s has no Consolidatable reason: %+v", nc.Name, c)
+		}
+	}
+	for _, n := range h.karpenterNodes() {
+		for _, taint := range n.Spec.Taints {
+			if taint.MatchTaint(&karpv1.DisruptedNoScheduleTaint) {
+				t.Errorf("node %s was tainted in a dry run", n.Name)
+			}
+		}
+	}
 }

@@ -23,11 +23,7 @@ func TestTemplateChangeRollsOut(t *testing.T) {
 	ns := h.namespace("drift")
 	h.workshopPools()
 	h.updatePool(func(np *karpv1.NodePool) {
-		for i, r := range np.Spec.Template.Spec.Requirements {
-			if r.Key == corev1.LabelInstanceTypeStable {
-				np.Spec.Template.Spec.Requirements[i].Values = []string{"c5.large"} // three inflate pods per node
-			}
-		}
+		setValues(np, corev1.LabelInstanceTypeStable, "c5.large") // three inflate pods per node
 		np.Spec.Disruption.Budgets = []karpv1.Budget{{Nodes: "1"}}
 	})
 	h.inflate(ns, 6)
@@ -91,4 +87,13 @@ func (h *harness) updatePool(change func(*karpv1.NodePool)) {
 		change(&np)
 		return h.c.Update(h.ctx, &np)
 	})
+}
+
+// setValues sets the values of the template's requirement on key.
+func setValues(np *karpv1.NodePool, key string, values ...string) {
+	for i, r := range np.Spec.Template.Spec.Requirements {
+		if r.Key == key {
+			np.Spec.Template.Spec.Requirements[i].Values = values
+		}
+	}
 }

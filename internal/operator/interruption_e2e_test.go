@@ -29,13 +29,7 @@ func TestSpotInterruptionReplacesNode(t *testing.T) {
 	h.startController()
 	ns := h.namespace("interruption")
 	h.workshopPools()
-	h.updatePool(func(np *karpv1.NodePool) {
-		for i, r := range np.Spec.Template.Spec.Requirements {
-			if r.Key == karpv1.LabelCapacityType {
-				np.Spec.Template.Spec.Requirements[i].Values = []string{karpv1.CapacityTypeSpot}
-			}
-		}
-	})
+	h.updatePool(func(np *karpv1.NodePool) { setValues(np, karpv1.LabelCapacityType, karpv1.CapacityTypeSpot) })
 	h.inflate(ns, 2)
 	h.runningPods(ns, "inflate", 2, 3*time.Minute)
 	claims := h.nodeClaims()
