@@ -1,10 +1,15 @@
-// Package disruption removes nodes karpool no longer needs, within the NodePools' disruption
-// budgets. Implemented so far: emptiness. A node of a pool whose consolidateAfter is not Never,
-// that has run no pods but daemonset and static pods for consolidateAfter, is first tainted
+// Package disruption removes and replaces nodes karpool no longer needs, within the NodePools'
+// disruption budgets, by Karpenter's methods in its order: expiration (forceful), drift,
+// emptiness, multi-node and single-node consolidation. Each pass takes one snapshot; the
+// decisions are pure functions of it (Tracker.Decide for emptiness, driftCommand,
+// consolidationCandidates and consolidate), the Controller does the I/O: taints, replacements
+// through the provisioner, NodeClaim deletions (whose finalizer drains the node and terminates
+// the instance), conditions and events that give each node's reason.
+//
+// Emptiness: a node of a pool whose consolidateAfter is not Never, that has run no pods but
+// daemonset and static pods for consolidateAfter, is first tainted
 // karpenter.sh/disrupted:NoSchedule; a pass at least validationDelay later deletes its
-// NodeClaim if the node is still empty (the NodeClaim's finalizer terminates the instance), or
-// lifts the taint if a pod arrived before the taint did. Decide is the pure core; Controller
-// does the I/O.
+// NodeClaim if the node is still empty, or lifts the taint if a pod arrived before the taint did.
 package disruption
 
 import (
