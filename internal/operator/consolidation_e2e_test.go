@@ -30,15 +30,7 @@ func TestFragmentedNodesConsolidated(t *testing.T) {
 	h := newHarness(t)
 	h.startController()
 	ns := h.namespace("fragmented")
-	h.workshopPools()
-	h.updatePool(func(np *karpv1.NodePool) {
-		setValues(np, corev1.LabelInstanceTypeStable, "m5.large")
-		np.Spec.Disruption.ConsolidateAfter.Duration = ptr.To(20 * time.Second)
-		np.Spec.Disruption.Budgets = []karpv1.Budget{{Nodes: "25%"}}
-	})
-	for name, cpu := range map[string]string{"big": "1300m", "small": "500m"} {
-		h.deployment(ns, name, 20, cpu)
-	}
+	h.bigAndSmall(ns, 20, 20*time.Second, "25%")
 	if err := h.c.Create(h.ctx, &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "small"},
 		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(16)),
@@ -82,6 +74,22 @@ func TestFragmentedNodesConsolidated(t *testing.T) {
 	}
 	if longest > 10*time.Second {
 		t.Errorf("a displaced small pod waited %s for a node, longer than a provisioning batch (10 s)", longest)
+	}
+}
+
+// bigAndSmall runs n "big" (1300m) and n "small" (500m) pods on the workshop pool narrowed to
+// m5.large, so that each node takes one of each; the pool consolidates after the given time
+// within the budget.
+func (h *harness) bigAndSmall(ns string, n int32, consolidateAfter time.Duration, budget string) {
+	h.t.Helper()
+	h.workshopPools()
+	h.updatePool(func(np *karpv1.NodePool) {
+		setValues(np, corev1.LabelInstanceTypeStable, "m5.large")
+		np.Spec.Disruption.ConsolidateAfter.Duration = ptr.To(consolidateAfter)
+		np.Spec.Disruption.Budgets = []karpv1.Budget{{Nodes: budget}}
+	})
+	for name, cpu := range map[string]string{"big": "1300m", "small": "500m"} {
+		h.deployment(ns, name, n, cpu)
 	}
 }
 
@@ -198,15 +206,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 	h.cfg.DisruptionDryRun = true
 	h.startController()
 	ns := h.namespace("dryrun")
-	h.workshopPools()
-	h.updatePool(func(np *karpv1.NodePool) {
-		setValues(np, corev1.LabelInstanceTypeStable, "m5.large")
-		np.Spec.Disruption.ConsolidateAfter.Duration = ptr.To(10 * time.Second)
-		np.Spec.Disruption.Budgets = []karpv1.Budget{{Nodes: "100%"}}
-	})
-	for name, cpu := range map[string]string{"big": "1300m", "small": "500m"} {
-		h.deployment(ns, name, 4, cpu)
-	}
+	h.bigAndSmall(ns, 4, 10*time.Second, "100%")
 	h.runningPods(ns, "big", 4, 3*time.Minute)
 	h.runningPods(ns, "small", 4, time.Minute)
 	claims := h.nodeClaims()
