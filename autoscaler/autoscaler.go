@@ -19,6 +19,7 @@ import (
 	"github.com/karpool/karpool/autoscaler/nodeclaim"
 	"github.com/karpool/karpool/autoscaler/nodepool"
 	"github.com/karpool/karpool/autoscaler/provisioning"
+	"github.com/karpool/karpool/internal/featuregates"
 )
 
 // Options configure the autoscaler.
@@ -38,6 +39,8 @@ type Options struct {
 	DisruptionDryRun bool
 	// MinSavings is the least a consolidation must save (NodePools may override it).
 	MinSavings disruption.MinSavings
+	// Gates are the feature gates (Karpenter's FEATURE_GATES).
+	Gates featuregates.Gates
 	// Registry receives the metrics (normally controller-runtime's metrics.Registry, which the
 	// manager serves).
 	Registry prometheus.Registerer
@@ -91,6 +94,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	if err := mgr.Add(withLogger(disruption.New(mgr.GetClient(), disruption.Options{
 		Recorder: recorder, Metrics: m, Simulator: prov, DryRun: opts.DisruptionDryRun, MinSavings: opts.MinSavings,
+		SpotToSpot: opts.Gates.SpotToSpotConsolidation, Drift: opts.Provider,
 	}))); err != nil {
 		return err
 	}

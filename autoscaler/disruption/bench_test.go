@@ -83,7 +83,7 @@ func BenchmarkConsolidationPass(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		cands, _ := consolidationCandidates(c, nodePrice(pools), time.Now())
-		cmd, _ = consolidate(cands, map[string]int{"default": len(cands)}, MinSavings{}, simulate)
+		cmd, _ = consolidate(cands, map[string]int{"default": len(cands)}, rules{}, simulate)
 	}
 	if cmd == nil {
 		b.Fatal("no consolidation found on a fragmented cluster")

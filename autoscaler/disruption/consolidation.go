@@ -12,6 +12,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	"github.com/karpool/karpool/autoscaler/catalog"
@@ -22,6 +23,19 @@ import (
 // maxMultiNode caps the candidates one multi-node decision looks at (Karpenter's cap too: the
 // simulation grows with them).
 const maxMultiNode = 100
+
+// minSpotToSpotTypes is how many cheaper instance types a single spot node's spot replacement
+// needs, and how many it may launch as (Karpenter's number): with fewer, the launch would often
+// land on a type that is itself replaced at the next pass, one step down at a time.
+const minSpotToSpotTypes = 15
+
+// rules are the settings a consolidation decision follows.
+type rules struct {
+	// minSavings applies unless a candidate's pool annotation says otherwise.
+	minSavings MinSavings
+	// spotToSpot allows spot nodes to be replaced by spot nodes (feature gate).
+	spotToSpot bool
+}
 
 // Command is one consolidation decision: the candidates go, the replacements (if any) are
 // launched and initialized first.
@@ -88,13 +102,32 @@ func consolidationCandidates(c *state.Cluster, prices func(*karpv1.NodeClaim) (f
 			skipped[nc.Name] = Verdict{"UnknownPrice", "its price is unknown: the pool no longer offers its instance type, zone or capacity type"}
 			continue
 		}
-		out = append(out, Candidate{NodeClaim: nc, Node: node, Pool: np, Price: price, Pods: movingPods(c, node)})
+		pods := movingPods(c, node)
+		out = append(out, Candidate{NodeClaim: nc, Node: node, Pool: np, Price: price, Pods: pods, Idle: idleCost(node, pods, price)})
 	}
 	// Cheapest to disrupt first: fewest pods to move, then the most expensive node.
 	slices.SortFunc(out, func(a, b Candidate) int {
 		return cmp.Or(cmp.Compare(len(a.Pods), len(b.Pods)), cmp.Compare(b.Price, a.Price), strings.Compare(a.NodeClaim.Name, b.NodeClaim.Name))
 	})
 	return out, skipped
+}
+
+// idleCost is what a node costs beyond its pods' share: its price times the part of its
+// allocatable cpu or memory, whichever its pods use more of, that stands idle.
+func idleCost(node *corev1.Node, pods []*corev1.Pod, price float64) float64 {
+	var used catalog.Resources
+	for _, p := range pods {
+		r, _ := scheduling.PodRequests(p)
+		used[catalog.CPU] += r[catalog.CPU]
+		used[catalog.Memory] += r[catalog.Memory]
+	}
+	alloc := node.Status.Allocatable
+	cpu, mem := alloc.Cpu().MilliValue(), alloc.Memory().Value()
+	if cpu <= 0 || mem <= 0 {
+		return 0
+	}
+	share := max(float64(used[catalog.CPU])/float64(cpu), float64(used[catalog.Memory])/float64(mem))
+	return price * max(0, 1-share)
 }
 
 // notCandidate says why a node cannot be consolidated now (a zero Verdict if it can). The
@@ -186,20 +219,22 @@ func blockingPDB(pdbs []*policyv1.PodDisruptionBudget, p *corev1.Pod) *policyv1.
 	return nil
 }
 
-// consolidate finds one command: first the largest group of candidates (in disruption order)
-// that can go with at most one cheaper replacement, then single nodes, each of which may also
-// be replaced by several nodes when together they cost less (Karpenter never splits a node; a
-// scale-down would otherwise stay on the large nodes of the scale-out). budget gives how many
+// consolidate finds one command: first the largest group of candidates (in disruption order,
+// and idlest first) that can go with fewer, cheaper replacements, then single nodes, idlest
+// first, each of which may also be replaced by several nodes when together they cost less. Karpenter replaces a group by one
+// node at most and never splits a node: a scale-down would stay on the large nodes of the
+// scale-out, and a fleet of many small nodes would shrink by a budget's worth of deletions per
+// step only. budget gives how many
 // more nodes of each pool may be disrupted; a command must save at least the minimum of each
-// candidate's pool (def unless the pool's annotation says otherwise). simulate plans the
+// candidate's pool (the rules' unless the pool's annotation says otherwise). simulate plans the
 // cluster without some nodes. The verdicts say why candidates looked at alone were not
 // consolidated.
-func consolidate(cands []Candidate, budget map[string]int, def MinSavings, simulate func(nodes map[string]bool) *scheduling.Result) (*Command, map[string]Verdict) {
+func consolidate(cands []Candidate, budget map[string]int, r rules, simulate func(nodes map[string]bool) *scheduling.Result) (*Command, map[string]Verdict) {
 	verdicts := map[string]Verdict{}
 	var within []Candidate
 	left := maps.Clone(budget)
 	for _, cand := range cands {
-		_, err := minSavingsFor(cand.Pool, def)
+		_, err := minSavingsFor(cand.Pool, r.minSavings)
 		switch {
 		case err != nil:
 			verdicts[cand.NodeClaim.Name] = Verdict{"MinSavings", err.Error()}
@@ -212,27 +247,65 @@ func consolidate(cands []Candidate, budget map[string]int, def MinSavings, simul
 			within = append(within, cand)
 		}
 	}
-	if cmd := multiNode(within, def, simulate); cmd != nil {
+	// Two orders: Karpenter's (cheapest to disrupt first) and the most idle cost first, which
+	// finds the big half-empty nodes a scale-down leaves; the budget is the scarce resource, so
+	// the larger saving wins.
+	idlest := slices.Clone(within)
+	slices.SortStableFunc(idlest, func(a, b Candidate) int { return cmp.Compare(b.Idle, a.Idle) })
+	if cmd := larger(multiNode(within, r, simulate), multiNode(idlest, r, simulate)); cmd != nil {
 		return cmd, verdicts
 	}
-	for _, cand := range within {
-		cmd, v := evaluate([]Candidate{cand}, def, simulate, true)
+	for _, cand := range idlest {
+		cmd, v := evaluate([]Candidate{cand}, r, simulate, -1)
 		if cmd != nil {
 			cmd.Method = "single"
-			return cmd, verdicts
+			return grow(cmd, idlest, r, simulate), verdicts
 		}
 		verdicts[cand.NodeClaim.Name] = v
 	}
 	return nil, verdicts
 }
 
-// multiNode binary-searches the longest prefix of cands (at least two) that can be consolidated.
-func multiNode(cands []Candidate, def MinSavings, simulate func(map[string]bool) *scheduling.Result) *Command {
-	var best *Command
-	lo, hi := 2, len(cands)
+// maxGrow caps the candidates grow tries to add (one simulation each).
+const maxGrow = 20
+
+// grow adds to a single-node command the other candidates, idlest first, that can go with it
+// for a larger saving (fewer new nodes than candidates, strictly cheaper): the prefixes the
+// multi-node search tries miss groups such as two half-empty nodes whose pods fit on a third,
+// and a budget-sized step that moves one node makes a scale-down take many steps.
+func grow(cmd *Command, cands []Candidate, r rules, simulate func(map[string]bool) *scheduling.Result) *Command {
+	group := cmd.Candidates
+	for i, cand := range cands {
+		if i == maxGrow {
+			break
+		}
+		if slices.ContainsFunc(group, func(g Candidate) bool { return g.NodeClaim.Name == cand.NodeClaim.Name }) {
+			continue
+		}
+		next := append(slices.Clip(group), cand)
+		if more, _ := evaluate(next, r, simulate, len(next)-1); more != nil && more.Price-more.NewPrice > cmd.Price-cmd.NewPrice {
+			more.Method = "multi"
+			cmd, group = more, next
+		}
+	}
+	return cmd
+}
+
+// multiNode finds the longest prefix of cands (at least two) that can be consolidated: all of
+// them, or else by binary search. All are tried first because a group may be replaced by fewer
+// nodes than it has, which a longer prefix allows more of: success is not monotone in length.
+func multiNode(cands []Candidate, r rules, simulate func(map[string]bool) *scheduling.Result) *Command {
+	if len(cands) < 2 {
+		return nil
+	}
+	best, _ := evaluate(cands, r, simulate, len(cands)-1)
+	lo, hi := 2, len(cands)-1
+	if best != nil {
+		lo = hi + 1
+	}
 	for lo <= hi {
 		mid := (lo + hi) / 2
-		if cmd, _ := evaluate(cands[:mid], def, simulate, false); cmd != nil {
+		if cmd, _ := evaluate(cands[:mid], r, simulate, mid-1); cmd != nil {
 			best, lo = cmd, mid+1
 		} else {
 			hi = mid - 1
@@ -244,26 +317,53 @@ func multiNode(cands []Candidate, def MinSavings, simulate func(map[string]bool)
 	return best
 }
 
-// evaluate simulates the candidates away. Their pods must all find room (on the other nodes and
-// at most one new NodeClaim, or several if split) and the new NodeClaims must cost strictly
-// less than the candidates; each keeps only instance types that keep it so. A spot candidate is
-// only deleted, never replaced (Karpenter allows spot-to-spot replacement only behind a feature
-// gate). The saving must reach the strictest minimum of the candidates' pools. Without a
-// command, the verdict says why.
-func evaluate(cands []Candidate, def MinSavings, simulate func(map[string]bool) *scheduling.Result, split bool) (*Command, Verdict) {
+// strandedPod finds a pod of the candidates the simulation could not place. Pods that were
+// pending already and still fit nowhere do not count against the candidates (Karpenter's rule:
+// all non-pending pods must schedule).
+func strandedPod(res *scheduling.Result, cands []Candidate) (scheduling.Unschedulable, bool) {
+	moving := map[types.UID]bool{}
+	for _, c := range cands {
+		for _, p := range c.Pods {
+			moving[p.UID] = true
+		}
+	}
+	for _, u := range res.Unschedulable {
+		if moving[u.Pod.UID] {
+			return u, true
+		}
+	}
+	return scheduling.Unschedulable{}, false
+}
+
+// larger returns the command that saves more per hour (a when equal).
+func larger(a, b *Command) *Command {
+	if a == nil || b != nil && b.Price-b.NewPrice > a.Price-a.NewPrice {
+		return b
+	}
+	return a
+}
+
+// evaluate simulates the candidates away. Their pods must all find room, on the other nodes and
+// at most maxNew new NodeClaims (any number if negative), and the new NodeClaims must cost
+// strictly less than the candidates wherever they launch: each keeps only the instance types
+// that keep it so, and one that may be spot launches as spot (its price was planned so; an
+// on-demand fallback could cost more than the candidates, Karpenter's rule too). Spot nodes are
+// replaced by spot only with the rules' spotToSpot, a single node then with at least
+// minSpotToSpotTypes cheaper types. The saving must reach the strictest minimum of the
+// candidates' pools. Without a command, the verdict says why.
+func evaluate(cands []Candidate, r rules, simulate func(map[string]bool) *scheduling.Result, maxNew int) (*Command, Verdict) {
 	nodes := map[string]bool{}
-	price, spot := 0.0, false
+	price, allSpot := 0.0, true
 	var least MinSavings
 	for _, c := range cands {
 		nodes[c.Node.Name] = true
 		price += c.Price
-		spot = spot || c.NodeClaim.Labels[karpv1.LabelCapacityType] == karpv1.CapacityTypeSpot
-		m, _ := minSavingsFor(c.Pool, def) // consolidate left out candidates whose annotation is invalid
+		allSpot = allSpot && c.NodeClaim.Labels[karpv1.LabelCapacityType] == karpv1.CapacityTypeSpot
+		m, _ := minSavingsFor(c.Pool, r.minSavings) // consolidate left out candidates whose annotation is invalid
 		least = MinSavings{Fraction: max(least.Fraction, m.Fraction), PerHour: max(least.PerHour, m.PerHour)}
 	}
 	res := simulate(nodes)
-	if len(res.Unschedulable) > 0 {
-		u := res.Unschedulable[0]
+	if u, ok := strandedPod(res, cands); ok {
 		return nil, Verdict{"PodsDoNotFit", fmt.Sprintf("pod %s/%s would fit nowhere else: %s", u.Pod.Namespace, u.Pod.Name, u.Reason)}
 	}
 	cmd := &Command{Candidates: cands, Price: price, Reason: karpv1.DisruptionReasonUnderutilized}
@@ -271,14 +371,11 @@ func evaluate(cands []Candidate, def MinSavings, simulate func(map[string]bool) 
 	if !least.enough(price, newPrice) && newPrice < price {
 		return nil, Verdict{"MinSavings", fmt.Sprintf("consolidating would save $%.4f/h of $%.4f/h, less than the minimum savings (%s)", price-newPrice, price, least)}
 	}
-	if len(res.NodeClaims) == 0 {
-		return cmd, Verdict{}
-	}
 	switch {
-	case spot:
-		return nil, Verdict{"SpotToSpot", "its pods need a new node, and a spot node is only deleted, never replaced"}
-	case len(res.NodeClaims) > 1 && !split:
-		return nil, Verdict{"NoCheaperFit", "its pods would need several new nodes"}
+	case len(res.NodeClaims) == 0:
+		return cmd, Verdict{}
+	case maxNew >= 0 && len(res.NodeClaims) > maxNew:
+		return nil, Verdict{"NoCheaperFit", fmt.Sprintf("its pods would need %d new nodes", len(res.NodeClaims))}
 	case newPrice >= price:
 		return nil, Verdict{"NoCheaperFit", fmt.Sprintf("no cheaper placement: its pods elsewhere would cost $%.4f/h, it costs $%.4f/h", newPrice, price)}
 	}
@@ -287,11 +384,24 @@ func evaluate(cands []Candidate, def MinSavings, simulate func(map[string]bool) 
 	slack := (price - newPrice) / float64(len(res.NodeClaims))
 	for i := range res.NodeClaims {
 		rc := &res.NodeClaims[i]
-		limit := rc.PricePerHour() + slack
-		rc.InstanceTypes = slices.DeleteFunc(slices.Clone(rc.InstanceTypes), func(o scheduling.InstanceTypeOption) bool {
-			return o.PricePerHour >= limit
-		})
-		cmd.NewPrice += rc.InstanceTypes[len(rc.InstanceTypes)-1].PricePerHour
+		var spot []string
+		most := 0
+		if slices.Contains(rc.CapacityTypes, karpv1.CapacityTypeSpot) {
+			spot = []string{karpv1.CapacityTypeSpot}
+			switch {
+			case allSpot && !r.spotToSpot:
+				return nil, Verdict{"SpotToSpot", "its pods need a new node, and SpotToSpotConsolidation is disabled: a spot node is deleted, not replaced by spot"}
+			case allSpot && len(cands) == 1:
+				most = minSpotToSpotTypes
+			}
+		}
+		if !rc.Narrow(spot, rc.PricePerHour()+slack, most) {
+			return nil, Verdict{"NoCheaperFit", "no instance type keeps a replacement cheaper wherever it launches"}
+		}
+		if most > 0 && len(rc.InstanceTypes) < most {
+			return nil, Verdict{"SpotToSpot", fmt.Sprintf("spot-to-spot consolidation needs %d cheaper instance types, %d are", most, len(rc.InstanceTypes))}
+		}
+		cmd.NewPrice += rc.WorstPricePerHour()
 	}
 	cmd.Replacements = res.NodeClaims
 	return cmd, Verdict{}

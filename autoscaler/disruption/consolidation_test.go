@@ -1,6 +1,7 @@
 package disruption
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	"github.com/karpool/karpool/autoscaler/catalog"
@@ -28,17 +30,34 @@ func candidates(prices map[string]float64, spot ...string) []Candidate {
 		out = append(out, Candidate{
 			NodeClaim: &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{karpv1.LabelCapacityType: ct}}},
 			Node:      &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, Pool: np, Price: prices[name],
+			Pods: []*corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name + "-web", UID: types.UID(name + "-web")}}},
 		})
 	}
 	return out
 }
 
-// claim is a planned replacement whose options cost these prices (cheapest first).
+// stranded is a simulation's result where the pod of the first of the nodes fits nowhere.
+func stranded(cands []Candidate, nodes map[string]bool) *scheduling.Result {
+	for _, c := range cands {
+		if nodes[c.Node.Name] {
+			return &scheduling.Result{Unschedulable: []scheduling.Unschedulable{{Pod: c.Pods[0], Reason: "no room"}}}
+		}
+	}
+	panic("no candidate among the nodes")
+}
+
+// claim is a planned on-demand replacement whose options cost these prices (cheapest first).
 func claim(prices ...float64) scheduling.NodeClaim {
-	var nc scheduling.NodeClaim
+	return claimOf(karpv1.CapacityTypeOnDemand, prices...)
+}
+
+// claimOf is a planned replacement of one capacity type whose options cost these prices.
+func claimOf(capacityType string, prices ...float64) scheduling.NodeClaim {
+	nc := scheduling.NodeClaim{CapacityTypes: []string{capacityType}}
 	for i, p := range prices {
 		nc.InstanceTypes = append(nc.InstanceTypes, scheduling.InstanceTypeOption{
-			Type: &catalog.InstanceType{Name: string(rune('a'+i)) + ".large"}, PricePerHour: p})
+			Type: &catalog.InstanceType{Name: fmt.Sprintf("t%d.large", i)}, PricePerHour: p,
+			Offerings: []catalog.Offering{{Zone: "zone-a", CapacityType: capacityType, PricePerHour: p, Available: true}}})
 	}
 	return nc
 }
@@ -50,10 +69,10 @@ func key(nodes map[string]bool) string { return strings.Join(slices.Sorted(maps.
 func TestConsolidateDeletesLargestGroupThatFits(t *testing.T) {
 	cands := candidates(map[string]float64{"a": 1, "b": 1, "c": 1})
 	var tried []string
-	cmd, _ := consolidate(cands, map[string]int{"default": 3}, MinSavings{}, func(nodes map[string]bool) *scheduling.Result {
+	cmd, _ := consolidate(cands, map[string]int{"default": 3}, rules{}, func(nodes map[string]bool) *scheduling.Result {
 		tried = append(tried, key(nodes))
 		if nodes["c"] {
-			return &scheduling.Result{Unschedulable: []scheduling.Unschedulable{{Pod: &corev1.Pod{}, Reason: "no room"}}}
+			return stranded(cands[2:], nodes)
 		}
 		return &scheduling.Result{}
 	})
@@ -73,7 +92,7 @@ func TestConsolidateReplacesOnlyWhenCheaper(t *testing.T) {
 		{offer: []float64{1.2}},
 		{offer: []float64{0.6, 0.9, 1.0, 1.2}, want: []float64{0.6, 0.9}},
 	} {
-		cmd, why := consolidate(cands, map[string]int{"default": 1}, MinSavings{}, func(map[string]bool) *scheduling.Result {
+		cmd, why := consolidate(cands, map[string]int{"default": 1}, rules{}, func(map[string]bool) *scheduling.Result {
 			return &scheduling.Result{NodeClaims: []scheduling.NodeClaim{claim(tc.offer...)}}
 		})
 		if tc.want == nil {
@@ -95,13 +114,14 @@ func TestConsolidateReplacesOnlyWhenCheaper(t *testing.T) {
 	}
 }
 
-// One node may become several cheaper ones (karpool's addition), sharing the saving so that any
-// mix of the kept options is still cheaper; several nodes may not.
-func TestConsolidateSplitsOneNodeOnly(t *testing.T) {
+// One node may become several cheaper ones, sharing the saving so that any mix of the kept
+// options is still cheaper; a group may become fewer, cheaper nodes, never as many (karpool's
+// additions).
+func TestConsolidateSplitsOneNodeOrShrinksAGroup(t *testing.T) {
 	two := func(map[string]bool) *scheduling.Result {
 		return &scheduling.Result{NodeClaims: []scheduling.NodeClaim{claim(0.5, 0.85, 0.95), claim(0.7, 1.05, 1.2)}}
 	}
-	cmd, _ := consolidate(candidates(map[string]float64{"big": 2.0}), map[string]int{"default": 1}, MinSavings{}, two)
+	cmd, _ := consolidate(candidates(map[string]float64{"big": 2.0}), map[string]int{"default": 1}, rules{}, two)
 	if cmd == nil || len(cmd.Replacements) != 2 {
 		t.Fatalf("command %+v, want one node replaced by two", cmd)
 	}
@@ -109,8 +129,12 @@ func TestConsolidateSplitsOneNodeOnly(t *testing.T) {
 		t.Errorf("kept %d options at most $%.2f/h; want 4 (each below its price + $0.40) under $2/h", got, cmd.NewPrice)
 	}
 	// Together x and y ($2/h) would save as two nodes ($1.20/h), alone neither would.
-	if cmd, _ := consolidate(candidates(map[string]float64{"x": 1.0, "y": 1.0}), map[string]int{"default": 2}, MinSavings{}, two); cmd != nil {
-		t.Errorf("two nodes into two: %s of %s, want nothing (only a single node is split)", cmd.Decision(), cmd.Key())
+	if cmd, _ := consolidate(candidates(map[string]float64{"x": 1.0, "y": 1.0}), map[string]int{"default": 2}, rules{}, two); cmd != nil {
+		t.Errorf("two nodes into two: %s of %s, want nothing (a group only shrinks)", cmd.Decision(), cmd.Key())
+	}
+	cmd, _ = consolidate(candidates(map[string]float64{"x": 1.0, "y": 1.0, "z": 1.0}), map[string]int{"default": 3}, rules{}, two)
+	if cmd == nil || cmd.Method != "multi" || cmd.Key() != "x,y,z" || len(cmd.Replacements) != 2 {
+		t.Errorf("three nodes into two cheaper: %+v, want a multi-node replace of x,y,z by two", cmd)
 	}
 }
 
@@ -118,9 +142,9 @@ func TestConsolidateSplitsOneNodeOnly(t *testing.T) {
 func TestConsolidateBudgetAndSpot(t *testing.T) {
 	cands := candidates(map[string]float64{"a": 1, "b": 1})
 	var seen []string
-	_, why := consolidate(cands, map[string]int{"default": 1}, MinSavings{}, func(nodes map[string]bool) *scheduling.Result {
+	_, why := consolidate(cands, map[string]int{"default": 1}, rules{}, func(nodes map[string]bool) *scheduling.Result {
 		seen = append(seen, key(nodes))
-		return &scheduling.Result{Unschedulable: []scheduling.Unschedulable{{Pod: &corev1.Pod{}, Reason: "no room"}}}
+		return stranded(cands, nodes)
 	})
 	if !slices.Equal(seen, []string{"a"}) {
 		t.Errorf("with a budget of one node, simulated %v, want [a]", seen)
@@ -129,14 +153,57 @@ func TestConsolidateBudgetAndSpot(t *testing.T) {
 		t.Errorf("verdicts %+v, want a: PodsDoNotFit, b: Budget", why)
 	}
 	spot := candidates(map[string]float64{"s": 1}, "s")
-	replace := func(map[string]bool) *scheduling.Result {
-		return &scheduling.Result{NodeClaims: []scheduling.NodeClaim{claim(0.3)}}
-	}
-	if cmd, why := consolidate(spot, map[string]int{"default": 1}, MinSavings{}, replace); cmd != nil || why["s"].Reason != "SpotToSpot" {
-		t.Errorf("spot node: %+v, verdicts %+v; want no command, SpotToSpot", cmd, why)
-	}
-	if cmd, _ := consolidate(spot, map[string]int{"default": 1}, MinSavings{}, func(map[string]bool) *scheduling.Result { return &scheduling.Result{} }); cmd == nil {
+	if cmd, _ := consolidate(spot, map[string]int{"default": 1}, rules{}, func(map[string]bool) *scheduling.Result { return &scheduling.Result{} }); cmd == nil {
 		t.Error("spot node whose pods fit elsewhere was not deleted")
+	}
+}
+
+// A spot node is replaced by spot only behind the gate, a single one only with at least 15
+// cheaper types, and launches as one of the 15 cheapest; by a cheaper on-demand node it may be.
+func TestConsolidateSpotToSpot(t *testing.T) {
+	spot := candidates(map[string]float64{"s": 1}, "s")
+	offer := func(capacityType string, n int) func(map[string]bool) *scheduling.Result {
+		prices := make([]float64, n)
+		for i := range prices {
+			prices[i] = 0.3 + 0.01*float64(i)
+		}
+		return func(map[string]bool) *scheduling.Result {
+			return &scheduling.Result{NodeClaims: []scheduling.NodeClaim{claimOf(capacityType, prices...)}}
+		}
+	}
+	budget := map[string]int{"default": 1}
+	if cmd, why := consolidate(spot, budget, rules{}, offer(karpv1.CapacityTypeSpot, 20)); cmd != nil || why["s"].Reason != "SpotToSpot" {
+		t.Errorf("gate off: %+v, verdicts %+v; want no command, SpotToSpot", cmd, why)
+	}
+	gate := rules{spotToSpot: true}
+	if cmd, why := consolidate(spot, budget, gate, offer(karpv1.CapacityTypeSpot, 14)); cmd != nil || !strings.Contains(why["s"].Message, "needs 15 cheaper instance types, 14 are") {
+		t.Errorf("gate on, 14 cheaper types: %+v, verdicts %+v; want no command", cmd, why)
+	}
+	cmd, _ := consolidate(spot, budget, gate, offer(karpv1.CapacityTypeSpot, 20))
+	if cmd == nil || len(cmd.Replacements[0].InstanceTypes) != 15 {
+		t.Fatalf("gate on, 20 cheaper types: %+v, want a replacement launching as one of 15", cmd)
+	}
+	if cmd, _ := consolidate(spot, budget, rules{}, offer(karpv1.CapacityTypeOnDemand, 2)); cmd == nil || cmd.Decision() != "replace" {
+		t.Errorf("gate off, a cheaper on-demand node: %+v, want a replace", cmd)
+	}
+}
+
+// A replacement that may be spot launches as spot: its on-demand offerings, dearer than the
+// node it replaces, leave its requirements.
+func TestConsolidateReplacementMayBeSpotLaunchesAsSpot(t *testing.T) {
+	rc := claimOf(karpv1.CapacityTypeSpot, 0.4)
+	rc.CapacityTypes = []string{karpv1.CapacityTypeOnDemand, karpv1.CapacityTypeSpot}
+	rc.InstanceTypes[0].Offerings = append(rc.InstanceTypes[0].Offerings,
+		catalog.Offering{Zone: "zone-a", CapacityType: karpv1.CapacityTypeOnDemand, PricePerHour: 1.2, Available: true})
+	rc.Requirements = []karpv1.NodeSelectorRequirementWithMinValues{{Key: karpv1.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: rc.CapacityTypes}}
+	cmd, _ := consolidate(candidates(map[string]float64{"od": 1}), map[string]int{"default": 1}, rules{}, func(map[string]bool) *scheduling.Result {
+		return &scheduling.Result{NodeClaims: []scheduling.NodeClaim{rc}}
+	})
+	if cmd == nil {
+		t.Fatal("an on-demand node with a cheaper spot fit was not replaced")
+	}
+	if got := cmd.Replacements[0].Requirements[0].Values; !slices.Equal(got, []string{karpv1.CapacityTypeSpot}) || cmd.NewPrice != 0.4 {
+		t.Errorf("replacement capacity types %v at most $%.2f/h, want [spot] at $0.40/h", got, cmd.NewPrice)
 	}
 }
 
@@ -173,5 +240,113 @@ func TestConsolidationCandidatesSayWhyNot(t *testing.T) {
 		if !strings.Contains(why[name].Message, want) {
 			t.Errorf("%s: reason %q, want it to say %q", name, why[name], want)
 		}
+	}
+}
+
+// Of the groups Karpenter's order and the idlest-first order find, the one saving more goes:
+// here a is cheap to disrupt but busy, b and c mostly idle.
+func TestConsolidatePrefersTheLargerSaving(t *testing.T) {
+	cands := candidates(map[string]float64{"a": 1, "b": 1, "c": 1})
+	for i, idle := range []float64{0.1, 0.9, 0.95} {
+		cands[i].Idle = idle
+	}
+	cmd, _ := consolidate(cands, map[string]int{"default": 3}, rules{}, func(nodes map[string]bool) *scheduling.Result {
+		if len(nodes) > 2 {
+			return stranded(cands, nodes)
+		}
+		used := 0.0 // the pods elsewhere cost what they use
+		for i, c := range cands {
+			if nodes[c.Node.Name] {
+				used += 1 - cands[i].Idle
+			}
+		}
+		return &scheduling.Result{NodeClaims: []scheduling.NodeClaim{claim(used)}}
+	})
+	if cmd == nil || cmd.Key() != "b,c" || cmd.Method != "multi" {
+		t.Fatalf("command %+v, want b,c replaced by one node (saving $1.85/h; a,b would save $1.00/h)", cmd)
+	}
+}
+
+// A pod that was pending already and fits nowhere does not hold the candidates: only their own
+// pods must find room.
+func TestConsolidateIgnoresPodsPendingBefore(t *testing.T) {
+	cands := candidates(map[string]float64{"a": 1})
+	stuck := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "huge", UID: "huge"}}
+	cmd, why := consolidate(cands, map[string]int{"default": 1}, rules{}, func(map[string]bool) *scheduling.Result {
+		return &scheduling.Result{Unschedulable: []scheduling.Unschedulable{{Pod: stuck, Reason: "no instance type has 1000 cpu"}}}
+	})
+	if cmd == nil || cmd.Decision() != "delete" {
+		t.Errorf("command %+v, verdicts %+v; want a deleted despite the stuck pod", cmd, why)
+	}
+}
+
+// Consolidation waits while pods are in motion (created or judged within settleTime and not
+// bound) or NodeClaims are not initialized, and not for pods that have waited longer.
+func TestGrowing(t *testing.T) {
+	t0 := time.Unix(10000, 0)
+	c := newCluster(nil, "a")
+	if growing(c.snapshot(), t0) {
+		t.Error("growing with every NodeClaim initialized and no pod waiting")
+	}
+	fresh := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "fresh", CreationTimestamp: metav1.NewTime(t0.Add(-5 * time.Second))}}
+	c.pods = append(c.pods, fresh)
+	if !growing(c.snapshot(), t0) {
+		t.Error("not growing while a pod created 5 s ago waits for the scheduler")
+	}
+	if growing(c.snapshot(), t0.Add(settleTime)) {
+		t.Error("growing for a pod that has waited longer than settleTime")
+	}
+	fresh.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+		LastTransitionTime: metav1.NewTime(t0.Add(settleTime - time.Second))}}
+	if !growing(c.snapshot(), t0.Add(settleTime)) {
+		t.Error("not growing right after the pod was judged unschedulable")
+	}
+	c.pods = nil
+	c.claims[0].Status.Conditions = nil
+	if !growing(c.snapshot(), t0) {
+		t.Error("not growing while a NodeClaim is not initialized")
+	}
+}
+
+// A decision is acted on 15 s later only if its candidates still are candidates within the
+// budget and, simulated again, still go for no more than was decided.
+func TestRevalidate(t *testing.T) {
+	cands := candidates(map[string]float64{"a": 1, "b": 1, "c": 1})
+	budget := map[string]int{"default": 3}
+	deleteAll := func(map[string]bool) *scheduling.Result { return &scheduling.Result{} }
+	pending, _ := consolidate(cands[:2], budget, rules{}, deleteAll)
+	if pending == nil || pending.Key() != "a,b" {
+		t.Fatalf("decision %+v, want a,b deleted", pending)
+	}
+	if cmd, why := revalidate(pending, cands, budget, rules{}, deleteAll); cmd == nil || cmd.Key() != "a,b" || cmd.Method != "multi" {
+		t.Errorf("unchanged: %+v (%s), want a,b still deleted", cmd, why)
+	}
+	if cmd, why := revalidate(pending, cands[1:], budget, rules{}, deleteAll); cmd != nil || !strings.Contains(why, "a is no longer a candidate") {
+		t.Errorf("a gone: %+v (%s), want no command naming a", cmd, why)
+	}
+	if cmd, why := revalidate(pending, cands, map[string]int{"default": 1}, rules{}, deleteAll); cmd != nil || !strings.Contains(why, "budget") {
+		t.Errorf("budget of 1: %+v (%s), want no command naming the budget", cmd, why)
+	}
+	pricier := func(map[string]bool) *scheduling.Result { return &scheduling.Result{NodeClaims: []scheduling.NodeClaim{claim(1.5)}} }
+	if cmd, why := revalidate(pending, cands, budget, rules{}, pricier); cmd != nil || !strings.Contains(why, "1 new node(s)") {
+		t.Errorf("now needing a node: %+v (%s), want no command", cmd, why)
+	}
+}
+
+// When no prefix of either order can go, a single node that can is joined by the others that
+// can go with it: here b's pods only fit where a's and c's do not.
+func TestConsolidateGrowsASingleNode(t *testing.T) {
+	cands := candidates(map[string]float64{"a": 1, "b": 1, "c": 1})
+	for i, idle := range []float64{0.1, 0.5, 0.9} {
+		cands[i].Idle = idle
+	}
+	cmd, _ := consolidate(cands, map[string]int{"default": 3}, rules{}, func(nodes map[string]bool) *scheduling.Result {
+		if nodes["b"] && len(nodes) > 1 {
+			return stranded(cands, nodes)
+		}
+		return &scheduling.Result{}
+	})
+	if cmd == nil || cmd.Key() != "a,c" || cmd.Method != "multi" || cmd.Decision() != "delete" {
+		t.Fatalf("command %+v, want a and c deleted together", cmd)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -16,6 +17,9 @@ import (
 	"github.com/karpool/karpool/autoscaler/scheduling"
 	"github.com/karpool/karpool/autoscaler/state"
 )
+
+// settleTime is how long a pod that waits for a node counts as in motion (see growing).
+const settleTime = time.Minute
 
 // replacementTimeout is how long replacements may take to initialize before the command is
 // rolled back (the candidates keep running).
@@ -31,7 +35,7 @@ type Simulator interface {
 
 // consolidation carries a decision from proposal through validation to its end.
 type consolidation struct {
-	// pending was decided at pendingAt; a pass validationDelay later that decides the same acts.
+	// pending was decided at pendingAt; a pass validationDelay later acts on it if it still holds.
 	pending   *Command
 	pendingAt time.Time
 	// running is being carried out: candidates marked, replacements launching.
@@ -51,10 +55,11 @@ func (c *Controller) consolidate(ctx context.Context, snap *state.Cluster, now t
 		return c.advance(ctx, snap, now)
 	}
 	drift := drifted(snap)
+	c.addCloudDrift(ctx, snap, drift)
 	if err := c.markDrift(ctx, snap, drift, metav1.NewTime(now)); err != nil {
 		return err
 	}
-	if busy || growing(snap) {
+	if busy || growing(snap, now) {
 		c.cons.pending = nil
 		return nil
 	}
@@ -75,31 +80,89 @@ func (c *Controller) consolidate(ctx context.Context, snap *state.Cluster, now t
 			c.metrics.AllowedDisruptions.WithLabelValues(pool, string(karpv1.DisruptionReasonUnderutilized)).Set(float64(n))
 		}
 	}
-	cmd, kept := consolidate(cands, budget, c.opts.MinSavings, simulate)
+	r := rules{minSavings: c.opts.MinSavings, spotToSpot: c.opts.SpotToSpot}
+	if pending := c.cons.pending; pending != nil {
+		if now.Sub(c.cons.pendingAt) < validationDelay {
+			return nil
+		}
+		c.cons.pending = nil
+		cmd, why := revalidate(pending, cands, budget, r, simulate)
+		if cmd != nil {
+			return c.execute(ctx, cmd, pools, now)
+		}
+		log.FromContext(ctx).Info("consolidation no longer valid; deciding again", "candidates", pending.Key(), "reason", why)
+	}
+	cmd, kept := consolidate(cands, budget, r, simulate)
 	if err := c.report(ctx, snap, cands, skipped, kept, metav1.NewTime(now)); err != nil {
 		return err
 	}
-	switch {
-	case cmd == nil:
-		c.cons.pending = nil
-		return nil
-	case c.cons.pending == nil || c.cons.pending.Key() != cmd.Key():
+	if cmd != nil {
+		log.FromContext(ctx).Info("consolidation decided; validating", "candidates", cmd.Key(), "decision", cmd.Decision(),
+			"consolidation-type", cmd.Method, "price", fmt.Sprintf("%.4f", cmd.Price), "new-price", fmt.Sprintf("≤ %.4f", cmd.NewPrice),
+			"after", validationDelay.String())
 		c.cons.pending, c.cons.pendingAt = cmd, now
-		return nil
-	case now.Sub(c.cons.pendingAt) < validationDelay:
-		return nil
 	}
-	c.cons.pending = nil
-	return c.execute(ctx, cmd, pools, now)
+	return nil
 }
 
-// growing: pods wait for capacity, or NodeClaims are on their way.
-func growing(snap *state.Cluster) bool {
-	if len(snap.ProvisionablePods()) > 0 {
-		return true
+// revalidate checks a decision validationDelay after it was taken, as Karpenter's validation
+// does: its candidates are all still candidates within the budget, and simulated again they
+// still go, by the same method, for no more than was decided. It returns the command on the
+// fresh state, or nil and why not.
+func revalidate(pending *Command, cands []Candidate, budget map[string]int, r rules, simulate func(map[string]bool) *scheduling.Result) (*Command, string) {
+	byName := map[string]Candidate{}
+	for _, cand := range cands {
+		byName[cand.NodeClaim.Name] = cand
 	}
+	left := maps.Clone(budget)
+	fresh := make([]Candidate, 0, len(pending.Candidates))
+	for _, old := range pending.Candidates {
+		cand, ok := byName[old.NodeClaim.Name]
+		if !ok {
+			return nil, fmt.Sprintf("NodeClaim %s is no longer a candidate", old.NodeClaim.Name)
+		}
+		if left[cand.Pool.Name]--; left[cand.Pool.Name] < 0 {
+			return nil, fmt.Sprintf("NodePool %s's budget no longer allows it", cand.Pool.Name)
+		}
+		fresh = append(fresh, cand)
+	}
+	maxNew := -1
+	if pending.Method == "multi" {
+		maxNew = len(fresh) - 1
+	}
+	cmd, v := evaluate(fresh, r, simulate, maxNew)
+	switch {
+	case cmd == nil:
+		return nil, v.Message
+	case len(cmd.Replacements) > len(pending.Replacements) || cmd.NewPrice > pending.NewPrice:
+		return nil, fmt.Sprintf("it now needs %d new node(s) at up to $%.4f/h", len(cmd.Replacements), cmd.NewPrice)
+	}
+	cmd.Method = pending.Method
+	return cmd, ""
+}
+
+// growing: NodeClaims are on their way, or pods are in motion: not bound yet and created, or
+// judged unschedulable, within settleTime (new pods the scheduler has not placed yet belong
+// nowhere in a snapshot, and a decision taken then would not hold). Pods that have waited
+// longer are left to the provisioner: they do not hold consolidation up forever.
+func growing(snap *state.Cluster, now time.Time) bool {
 	for _, nc := range snap.NodeClaims {
 		if nc.DeletionTimestamp == nil && !state.IsTrue(nc, karpv1.ConditionTypeInitialized) {
+			return true
+		}
+	}
+	for _, p := range snap.Pods {
+		if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded ||
+			p.Status.Phase == corev1.PodFailed || state.OwnedByDaemonSet(p) {
+			continue
+		}
+		since := p.CreationTimestamp.Time
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.LastTransitionTime.After(since) {
+				since = c.LastTransitionTime.Time
+			}
+		}
+		if now.Sub(since) < settleTime {
 			return true
 		}
 	}

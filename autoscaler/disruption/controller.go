@@ -23,6 +23,16 @@ import (
 // loop polls every 10 s too).
 const passInterval = 10 * time.Second
 
+// While disruption this controller started is in motion (replacements launching, nodes
+// draining, their pods moving) it looks every motionInterval, for motionWindow after its last
+// write: a scale-down goes in budget-sized steps, and waiting a whole passInterval at each
+// stage of each step would multiply its length (Karpenter requeues at once after acting and
+// watches its orchestration queue).
+const (
+	motionInterval = time.Second
+	motionWindow   = 30 * time.Second
+)
+
 // Controller runs disruption passes; it is a manager Runnable (leader only).
 type Controller struct {
 	client   client.Client
@@ -33,6 +43,10 @@ type Controller struct {
 	cons     consolidation
 	// said remembers the dry-run message last given per NodeClaim, so each is given once.
 	said map[string]string
+	// wrote is when this controller last tainted, untainted or deleted something.
+	wrote time.Time
+	// clouds keeps the last cloud drift answer per NodeClaim.
+	clouds map[string]cloudCheck
 }
 
 // Options configure the disruption controller.
@@ -48,6 +62,12 @@ type Options struct {
 	// MinSavings is the least a consolidation must save unless a NodePool's
 	// karpool.dev/consolidation-min-savings annotation says otherwise.
 	MinSavings MinSavings
+	// Drift checks instances against their node class's resolution (AMI, subnet, security
+	// groups); without it only NodePool, requirements and EC2NodeClass hash drift are seen.
+	Drift Drifter
+	// SpotToSpot lets consolidation replace spot nodes by cheaper spot nodes (Karpenter's
+	// SpotToSpotConsolidation feature gate).
+	SpotToSpot bool
 }
 
 // New returns the disruption controller.
@@ -56,14 +76,21 @@ func New(c client.Client, opts Options) *Controller {
 		opts.Recorder = &record.FakeRecorder{}
 	}
 	ctl := &Controller{client: c, recorder: opts.Recorder, metrics: opts.Metrics, opts: opts, tracker: NewTracker(),
-		said: map[string]string{}}
+		said: map[string]string{}, clouds: map[string]cloudCheck{}}
 	ctl.tracker.held = ctl.cons.held
 	return ctl
 }
 
-// Start runs a pass every passInterval until ctx ends.
+// Start runs passes until ctx ends: every passInterval, or every motionInterval while
+// disruption is in motion.
 func (c *Controller) Start(ctx context.Context) error {
-	return periodic.Run(ctx, "disruption", passInterval, c.pass)
+	return periodic.Paced(ctx, "disruption", passInterval, func(ctx context.Context) (time.Duration, error) {
+		err := c.pass(ctx)
+		if c.cons.running != nil || time.Since(c.wrote) < motionWindow {
+			return motionInterval, err
+		}
+		return passInterval, err
+	})
 }
 
 // pass takes a snapshot, decides, and acts: emptiness (unmark, mark, delete), then one step of
@@ -114,8 +141,8 @@ func (c *Controller) pass(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// validate waits validationDelay after a consolidation was proposed in this pass, then decides
-// again on a fresh snapshot and acts if the decision held (as Karpenter's validation does,
+// validate waits validationDelay after a consolidation was proposed in this pass, then checks
+// the decision on a fresh snapshot and acts if it still holds (as Karpenter's validation does,
 // rather than waiting for passes: a scale-down is consolidated in steps of the budget, each
 // step one validation long).
 func (c *Controller) validate(ctx context.Context, proposed time.Time) error {
@@ -159,6 +186,7 @@ func (c *Controller) setTaint(ctx context.Context, snapNode *corev1.Node, on boo
 	if err := c.client.Patch(ctx, patched, client.MergeFromWithOptions(node, client.MergeFromWithOptimisticLock{})); err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("node %s: %w", node.Name, err))
 	}
+	c.wrote = time.Now()
 	verb := map[bool]string{true: "tainted node", false: "untainted node"}[on]
 	log.FromContext(ctx).Info(verb, "Node", klog.KRef("", node.Name), "taint", karpv1.DisruptedNoScheduleTaint.ToString())
 	return nil
@@ -212,6 +240,7 @@ func (c *Controller) deleteClaim(ctx context.Context, nc *karpv1.NodeClaim) erro
 	if err := c.client.Delete(ctx, nc); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting NodeClaim %s: %w", nc.Name, err)
 	}
+	c.wrote = time.Now()
 	return nil
 }
 

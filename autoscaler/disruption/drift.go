@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/autoscaler/scheduling"
 	"github.com/karpool/karpool/autoscaler/state"
 	"github.com/karpool/karpool/internal/requirements"
@@ -13,13 +14,15 @@ import (
 const (
 	DriftNodePool     = "NodePoolDrifted"
 	DriftRequirements = "RequirementsDrifted"
+	DriftNodeClass    = "NodeClassDrift"
 )
 
-// driftOf says why a NodeClaim no longer matches its NodePool ("" if it does): the template it
-// was made from changed (the hash it was stamped with differs from the pool's, under the same
-// hash version), or one of its labels no longer meets the pool's requirements. Labels the
+// driftOf says why a NodeClaim no longer matches its NodePool or EC2NodeClass ("" if it does):
+// the template it was made from changed (the hash it was stamped with differs from the pool's,
+// under the same hash version), one of its labels no longer meets the pool's requirements, or
+// the class's static fields changed since the launch (class may be nil: not judged). Labels the
 // NodeClaim does not carry are not judged.
-func driftOf(nc *karpv1.NodeClaim, np *karpv1.NodePool) (reason, message string) {
+func driftOf(nc *karpv1.NodeClaim, np *karpv1.NodePool, class *awsv1.EC2NodeClass) (reason, message string) {
 	if nc.Annotations[karpv1.AnnotationNodePoolHashVersion] == karpv1.NodePoolHashVersion &&
 		nc.Annotations[karpv1.AnnotationNodePoolHash] != np.TemplateHash() {
 		return DriftNodePool, fmt.Sprintf("NodePool %s's template changed since the NodeClaim was created", np.Name)
@@ -31,17 +34,39 @@ func driftOf(nc *karpv1.NodeClaim, np *karpv1.NodePool) (reason, message string)
 			return DriftRequirements, fmt.Sprintf("label %s=%s no longer meets NodePool %s's requirement %s", req.Key, v, np.Name, req.String())
 		}
 	}
+	if class != nil && nc.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] == awsv1.EC2NodeClassHashVersion &&
+		nc.Annotations[awsv1.AnnotationEC2NodeClassHash] != class.Hash() {
+		return DriftNodeClass, fmt.Sprintf("EC2NodeClass %s changed since the instance was launched", class.Name)
+	}
 	return "", ""
 }
 
-// restamp lists the NodeClaims stamped under another hash version (or none): they get the
-// pool's current hash rather than being drifted, as Karpenter does when its hashing changes.
-func restamp(c *state.Cluster) []*karpv1.NodeClaim {
-	var out []*karpv1.NodeClaim
+// restamping gives a NodeClaim stamped under another hash version (or none) its pool's or
+// class's current hash rather than drifting it, as Karpenter does when its hashing changes.
+type restamping struct {
+	nc  *karpv1.NodeClaim
+	set map[string]string
+}
+
+// restamp lists the NodeClaims to re-stamp, with the annotations they get. The class's hash
+// is stamped at launch, so only launched NodeClaims are re-stamped with it.
+func restamp(c *state.Cluster) []restamping {
+	var out []restamping
 	for _, nc := range c.NodeClaims {
-		if nc.DeletionTimestamp == nil && nc.Annotations[karpv1.AnnotationNodePoolHashVersion] != karpv1.NodePoolHashVersion &&
-			poolOf(c, nc) != nil {
-			out = append(out, nc)
+		np := poolOf(c, nc)
+		if nc.DeletionTimestamp != nil || np == nil {
+			continue
+		}
+		set := map[string]string{}
+		if nc.Annotations[karpv1.AnnotationNodePoolHashVersion] != karpv1.NodePoolHashVersion {
+			set[karpv1.AnnotationNodePoolHash], set[karpv1.AnnotationNodePoolHashVersion] = np.TemplateHash(), karpv1.NodePoolHashVersion
+		}
+		if class := classOf(c, nc); class != nil && nc.Status.ProviderID != "" &&
+			nc.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] != awsv1.EC2NodeClassHashVersion {
+			set[awsv1.AnnotationEC2NodeClassHash], set[awsv1.AnnotationEC2NodeClassHashVersion] = class.Hash(), awsv1.EC2NodeClassHashVersion
+		}
+		if len(set) > 0 {
+			out = append(out, restamping{nc, set})
 		}
 	}
 	return out
@@ -55,11 +80,19 @@ func drifted(c *state.Cluster) map[string]Verdict {
 		if np == nil || nc.DeletionTimestamp != nil {
 			continue
 		}
-		if reason, msg := driftOf(nc, np); reason != "" {
+		if reason, msg := driftOf(nc, np, classOf(c, nc)); reason != "" {
 			out[nc.Name] = Verdict{reason, msg}
 		}
 	}
 	return out
+}
+
+// classOf is the EC2NodeClass the NodeClaim was made from, if it is in the snapshot.
+func classOf(c *state.Cluster, nc *karpv1.NodeClaim) *awsv1.EC2NodeClass {
+	if ref := nc.Spec.NodeClassRef; ref != nil {
+		return c.NodeClasses[ref.Name]
+	}
+	return nil
 }
 
 func poolOf(c *state.Cluster, nc *karpv1.NodeClaim) *karpv1.NodePool {

@@ -4,9 +4,13 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/autoscaler/scheduling"
+	"github.com/karpool/karpool/autoscaler/state"
 )
 
 // A NodeClaim stamped with its pool's hash drifts when the template changes, and when one of its
@@ -30,12 +34,41 @@ func TestDrift(t *testing.T) {
 	if len(got) != 2 || got["old-template"].Reason != DriftNodePool || got["wrong-type"].Reason != DriftRequirements {
 		t.Errorf("drifted %+v, want old-template: %s, wrong-type: %s", got, DriftNodePool, DriftRequirements)
 	}
-	if re := nodeClaimNames(restamp(snap)); len(re) != 1 || re[0] != "other-version" {
-		t.Errorf("re-stamped %v, want [other-version]", re)
+	if re := restamp(snap); len(re) != 1 || re[0].nc.Name != "other-version" || re[0].set[karpv1.AnnotationNodePoolHash] != hash {
+		t.Errorf("re-stamped %+v, want other-version with the pool's hash", re)
 	}
 	c.pool.Spec.Template.Labels = map[string]string{"team": "a"}
 	if c.pool.TemplateHash() == hash {
 		t.Error("a template label did not change the hash")
+	}
+}
+
+// A NodeClaim launched from an EC2NodeClass drifts when the class's static fields change; one
+// launched before karpool stamped class hashes (or under another version) is re-stamped.
+func TestNodeClassDrift(t *testing.T) {
+	c := newCluster(nil, "stamped", "unstamped")
+	class := &awsv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: awsv1.EC2NodeClassSpec{Role: "node-role"}}
+	launchedHash := class.Hash()
+	for _, nc := range c.claims {
+		nc.Spec.NodeClassRef = &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"}
+		nc.Annotations = map[string]string{karpv1.AnnotationNodePoolHash: c.pool.TemplateHash(), karpv1.AnnotationNodePoolHashVersion: karpv1.NodePoolHashVersion}
+	}
+	c.claims[0].Annotations[awsv1.AnnotationEC2NodeClassHash] = launchedHash
+	c.claims[0].Annotations[awsv1.AnnotationEC2NodeClassHashVersion] = awsv1.EC2NodeClassHashVersion
+	snapshot := func() *state.Cluster {
+		s := c.snapshot()
+		s.NodeClasses[class.Name] = class
+		return s
+	}
+	if got := drifted(snapshot()); len(got) != 0 {
+		t.Errorf("drifted %+v before any change, want none", got)
+	}
+	if re := restamp(snapshot()); len(re) != 1 || re[0].nc.Name != "unstamped" || re[0].set[awsv1.AnnotationEC2NodeClassHash] != launchedHash {
+		t.Errorf("re-stamped %+v, want unstamped with the class's hash", re)
+	}
+	class.Spec.UserData = ptr.To("echo hi")
+	if got := drifted(snapshot()); len(got) != 1 || got["stamped"].Reason != DriftNodeClass {
+		t.Errorf("after a user data change, drifted %+v, want stamped: %s", got, DriftNodeClass)
 	}
 }
 

@@ -76,6 +76,8 @@ type Candidate struct {
 	// Price is the node's price per hour, Pods the pods that would have to move (consolidation).
 	Price float64
 	Pods  []*corev1.Pod
+	// Idle is the part of Price its pods leave unused (consolidation).
+	Idle float64
 }
 
 // poolNodes is one NodePool's initialized nodes as a pass sees them.

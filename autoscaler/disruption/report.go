@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -61,7 +62,8 @@ func (c *Controller) report(ctx context.Context, snap *state.Cluster, cands []Ca
 }
 
 // markDrift keeps the NodeClaims' Drifted condition (True with the reason while drifted, False
-// once not) and re-stamps NodeClaims made under another hash version with their pool's hash.
+// once not) and re-stamps NodeClaims made under another hash version with their pool's and
+// class's hashes.
 func (c *Controller) markDrift(ctx context.Context, snap *state.Cluster, drift map[string]Verdict, now metav1.Time) error {
 	var errs []error
 	for _, nc := range snap.NodeClaims {
@@ -85,14 +87,13 @@ func (c *Controller) markDrift(ctx context.Context, snap *state.Cluster, drift m
 			errs = append(errs, err)
 		}
 	}
-	for _, nc := range restamp(snap) {
-		patched := nc.DeepCopy()
+	for _, re := range restamp(snap) {
+		patched := re.nc.DeepCopy()
 		if patched.Annotations == nil {
 			patched.Annotations = map[string]string{}
 		}
-		patched.Annotations[karpv1.AnnotationNodePoolHash] = poolOf(snap, nc).TemplateHash()
-		patched.Annotations[karpv1.AnnotationNodePoolHashVersion] = karpv1.NodePoolHashVersion
-		if err := c.client.Patch(ctx, patched, client.MergeFrom(nc)); err != nil && !apierrors.IsNotFound(err) {
+		maps.Copy(patched.Annotations, re.set)
+		if err := c.client.Patch(ctx, patched, client.MergeFrom(re.nc)); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, err)
 		}
 	}

@@ -54,7 +54,7 @@ func TestConsolidateHonoursMinSavings(t *testing.T) {
 		if tc.annotation != "" {
 			cands[0].Pool = &karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default", Annotations: map[string]string{AnnotationMinSavings: tc.annotation}}}
 		}
-		cmd, why := consolidate(cands, map[string]int{"default": 1}, MinSavings{}, cheaper)
+		cmd, why := consolidate(cands, map[string]int{"default": 1}, rules{}, cheaper)
 		if got := why["n"].Reason; (cmd == nil) != (tc.want != "") || got != tc.want {
 			t.Errorf("annotation %q: command %v, verdict %+v; want reason %q", tc.annotation, cmd != nil, why["n"], tc.want)
 		}

@@ -175,7 +175,8 @@ func (l *Lifecycle) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcile
 		logger.Error(err, "failed launching nodeclaim")
 		return reconcile.Result{RequeueAfter: launchRetry}, nil
 	}
-	// Labels first (the instance type, zone and capacity type are facts now), then status.
+	// Labels first (the instance type, zone and capacity type are facts now) with the hash of
+	// the class launched from (drift compares it with the class's later), then status.
 	labelled := nc.DeepCopy()
 	if labelled.Labels == nil {
 		labelled.Labels = map[string]string{}
@@ -183,6 +184,11 @@ func (l *Lifecycle) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcile
 	for k, v := range launched.Labels {
 		labelled.Labels[k] = v
 	}
+	if labelled.Annotations == nil {
+		labelled.Annotations = map[string]string{}
+	}
+	labelled.Annotations[awsv1.AnnotationEC2NodeClassHash] = class.Hash()
+	labelled.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] = awsv1.EC2NodeClassHashVersion
 	if err := l.client.Patch(ctx, labelled, client.MergeFrom(nc)); err != nil {
 		return reconcile.Result{}, err
 	}

@@ -112,23 +112,35 @@ func (s *Status) stamp(ctx context.Context, np *karpv1.NodePool) error {
 }
 
 // ConditionTypeRolledOut is karpool's NodePool condition for a rollout after a template change:
-// False while NodeClaims of the pool are drifted (the disruption controller marks them), with
-// how many remain, True once none is. A GitOps health check can wait on it.
+// False while NodeClaims of the pool are drifted (the disruption controller marks them) or
+// being replaced for it, True once none is; the message counts the nodes drifted, being
+// replaced and up to date. A GitOps health check can wait on it. The counts are in the
+// condition rather than in new status fields so that the NodePool keeps Karpenter's schema.
 const ConditionTypeRolledOut = "RolledOut"
 
 func rollout(claims []karpv1.NodeClaim, gen int64) metav1.Condition {
-	drifted := 0
+	drifted, replacing, live := 0, 0, 0
 	for i := range claims {
-		if claims[i].DeletionTimestamp == nil && state.IsTrue(&claims[i], karpv1.ConditionTypeDrifted) {
+		isDrifted := state.IsTrue(&claims[i], karpv1.ConditionTypeDrifted)
+		switch {
+		case claims[i].DeletionTimestamp != nil:
+			if isDrifted {
+				replacing++
+			}
+		case isDrifted:
+			live++
 			drifted++
+		default:
+			live++
 		}
 	}
-	if drifted == 0 {
+	if drifted+replacing == 0 {
 		return metav1.Condition{Type: ConditionTypeRolledOut, Status: metav1.ConditionTrue, Reason: "RolledOut",
-			Message: "no node is drifted", ObservedGeneration: gen}
+			Message: fmt.Sprintf("all %d nodes are up to date", live), ObservedGeneration: gen}
 	}
 	return metav1.Condition{Type: ConditionTypeRolledOut, Status: metav1.ConditionFalse, Reason: "Drifted",
-		Message: fmt.Sprintf("%d of %d nodes are drifted and wait to be replaced", drifted, len(claims)), ObservedGeneration: gen}
+		Message: fmt.Sprintf("rollout: %d nodes drifted, %d being replaced, %d up to date", drifted, replacing, live-drifted),
+		ObservedGeneration: gen}
 }
 
 // usage sums the capacity of the pool's NodeClaims that are not being deleted: launched ones by

@@ -2,6 +2,7 @@ package provisioning
 
 import (
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -160,5 +161,25 @@ func TestStartingNodeKeepsItsPlannedPods(t *testing.T) {
 	in = input(state.New([]*corev1.Pod{planned, other}, []*corev1.Node{node}, []*karpv1.NodeClaim{claim}), nil, noms, "us-east-1")
 	if len(in.Pods) != 2 || len(in.Nodes[0].Pods) != 0 {
 		t.Errorf("after initialization: pending %v, on the node %v; want both pending", names(in.Pods), names(in.Nodes[0].Pods))
+	}
+}
+
+// The pods still on a node that is being deleted need room in a disruption's simulation, as
+// the pods of the nodes it asks about do: the 3-cpu pod of the draining node is planned onto
+// another node.
+func TestSimulateWithoutMovesDrainingPods(t *testing.T) {
+	c := handOffCluster()
+	for _, nc := range c.NodeClaims {
+		if nc.Name == "claim-managed" {
+			nc.DeletionTimestamp = &metav1.Time{Time: time.Unix(0, 0)}
+		}
+	}
+	for _, n := range c.Nodes {
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	}
+	p := &Provisioner{}
+	res := p.SimulateWithout(c, nil, map[string]bool{})
+	if len(res.Bindings) != 1 || res.Bindings[0].Pod.Name != "big" || res.Bindings[0].Node == "managed" {
+		t.Fatalf("bindings %+v, unschedulable %+v: want big moved off the draining node", res.Bindings, res.Unschedulable)
 	}
 }

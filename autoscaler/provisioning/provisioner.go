@@ -7,6 +7,7 @@ package provisioning
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -301,17 +302,24 @@ func (p *Provisioner) Pools(ctx context.Context, c *state.Cluster) ([]scheduling
 	return out, skipped
 }
 
-// SimulateWithout runs the engine on the cluster as if the named nodes were gone: the pods that
-// would have to leave them are pending, with the other pending pods, in-flight NodeClaims and
-// their nominated pods as a provisioning round sees them. Disruption asks it whether nodes can
-// go, and with what in their place.
+// SimulateWithout runs the engine on the cluster as if the named nodes, and the nodes already
+// being deleted, were gone: the pods that would have to leave them are pending, with the other
+// pending pods, in-flight NodeClaims and their nominated pods as a provisioning round sees
+// them. Disruption asks it whether nodes can go, and with what in their place; the pods still
+// on a draining node need room too, or the decision taken while a drain runs would not hold.
 func (p *Provisioner) SimulateWithout(c *state.Cluster, pools []scheduling.Pool, nodes map[string]bool) *scheduling.Result {
 	p.mu.Lock()
 	in := input(c, pools, p.nominations, p.opts.Region)
 	p.mu.Unlock()
+	gone := maps.Clone(nodes)
+	for _, nc := range c.NodeClaims {
+		if node := c.NodeFor(nc); node != nil && (nc.DeletionTimestamp != nil || node.DeletionTimestamp != nil) {
+			gone[node.Name] = true
+		}
+	}
 	kept := in.Nodes[:0:0]
 	for _, n := range in.Nodes {
-		if !nodes[n.Node.Name] {
+		if !gone[n.Node.Name] {
 			kept = append(kept, n)
 			continue
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/karpool/karpool/autoscaler/disruption"
+	"github.com/karpool/karpool/internal/featuregates"
 	"github.com/karpool/karpool/internal/operator"
 	"github.com/karpool/karpool/reconciler"
 )
@@ -23,6 +24,7 @@ type controllerFlags struct {
 	region      string
 	debug       bool
 	minSavings  string
+	gates       string
 	cfg         operator.Config
 }
 
@@ -75,6 +77,7 @@ with Karpenter's messages ("launched nodeclaim", ...). Metrics are served on
 	fl.StringVar(&f.cfg.InterruptionQueue, "interruption-queue", os.Getenv("INTERRUPTION_QUEUE"), "SQS queue with the instances' interruption events (spot interruption, scheduled change, stop/terminate): their NodeClaims are drained and replaced at once (default $INTERRUPTION_QUEUE; empty: none)")
 	fl.BoolVar(&f.cfg.DisruptionDryRun, "disruption-dry-run", false, "decide disruptions as usual but only report them (DisruptionDryRun events, log lines); taint and delete nothing")
 	fl.StringVar(&f.minSavings, "consolidation-min-savings", "", `least a consolidation must save: "10%", USD per hour "0.05", or both "10%,0.05"; NodePools may override it with the karpool.dev/consolidation-min-savings annotation (default: any saving, as Karpenter)`)
+	fl.StringVar(&f.gates, "feature-gates", os.Getenv("FEATURE_GATES"), `optional behaviours, Karpenter's format: "SpotToSpotConsolidation=true" (spot nodes replaced by cheaper spot nodes); Karpenter's other gates are accepted and ignored (default $FEATURE_GATES)`)
 	fl.BoolVar(&f.debug, "debug", false, "log debug messages")
 	return cmd
 }
@@ -98,6 +101,11 @@ func runController(ctx context.Context, f controllerFlags) error {
 		return usageError{fmt.Errorf("--consolidation-min-savings: %w", err)}
 	}
 	f.cfg.MinSavings = minSavings
+	gates, notes, err := featuregates.Parse(f.gates)
+	if err != nil {
+		return usageError{fmt.Errorf("--feature-gates: %w", err)}
+	}
+	f.cfg.Gates = gates
 	kube, err := restConfig(f.kubeconfig)
 	if err != nil {
 		return usageError{err}
@@ -119,6 +127,9 @@ func runController(ctx context.Context, f controllerFlags) error {
 	f.cfg.Kube = kube
 	f.cfg.AWS = awsCfg
 	f.cfg.Log = operator.NewJSONLogger(os.Stderr, f.debug)
+	for _, note := range notes {
+		f.cfg.Log.Info(note)
+	}
 	return operator.Run(ctx, f.cfg, func(r operator.Ready) {
 		f.cfg.Log.Info("karpool controller ready", "metrics", r.MetricsURL, "probes", r.ProbeURL, "cluster", f.cfg.ClusterName, "region", awsCfg.Region)
 	})

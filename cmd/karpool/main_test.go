@@ -59,3 +59,14 @@ func TestUnknownCommandIsAUsageError(t *testing.T) {
 		t.Errorf("exit code %d, want 2", code)
 	}
 }
+
+// A misspelt feature gate stops the controller before it connects anywhere, naming the gate.
+func TestControllerRejectsUnknownFeatureGate(t *testing.T) {
+	_, err := run("controller", "--cluster-name", "demo", "--feature-gates", "SpotToSpotConsolidaton=true")
+	if err == nil || !strings.Contains(err.Error(), `--feature-gates: unknown feature gate "SpotToSpotConsolidaton"`) {
+		t.Fatalf("error %v, want one naming the unknown gate", err)
+	}
+	if code := exitCode(err); code != 2 {
+		t.Errorf("exit code %d, want 2 for a usage error", code)
+	}
+}

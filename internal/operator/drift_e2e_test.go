@@ -11,7 +11,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/autoscaler/nodepool"
+	"github.com/karpool/karpool/autoscaler/state"
 )
 
 // TestTemplateChangeRollsOut: a label added to the NodePool's template drifts both of its
@@ -21,6 +23,42 @@ func TestTemplateChangeRollsOut(t *testing.T) {
 	h := newHarness(t)
 	h.startController()
 	ns := h.namespace("drift")
+	old := h.twoNodesBudgetOne(ns)
+	h.updatePool(func(np *karpv1.NodePool) { np.Spec.Template.Labels["team"] = "a" })
+	r := h.rollout(old, func(nc *karpv1.NodeClaim) bool { return nc.Labels["team"] == "a" })
+	h.runningPods(ns, "inflate", 6, time.Minute)
+	r.check(t, "NodePoolDrifted")
+}
+
+// TestAMIChangeRollsOut: the EC2NodeClass pinned to an older AMI release (the selector terms
+// are not part of the class's hash) drifts both nodes through the cloud check (AMIDrift); they
+// are replaced one at a time by instances of the older AMI.
+func TestAMIChangeRollsOut(t *testing.T) {
+	h := newHarness(t)
+	h.startController()
+	ns := h.namespace("amidrift")
+	old := h.twoNodesBudgetOne(ns)
+	images := map[string]bool{}
+	for _, nc := range h.nodeClaims() {
+		images[nc.Status.ImageID] = true
+	}
+	h.eventually("EC2NodeClass default pinned to al2023@v20261001", time.Minute, func() error {
+		var class awsv1.EC2NodeClass
+		if err := h.c.Get(h.ctx, client.ObjectKey{Name: "default"}, &class); err != nil {
+			return err
+		}
+		class.Spec.AMISelectorTerms = []awsv1.AMISelectorTerm{{Alias: "al2023@v20261001"}}
+		return h.c.Update(h.ctx, &class)
+	})
+	r := h.rollout(old, func(nc *karpv1.NodeClaim) bool { return nc.Status.ImageID != "" && !images[nc.Status.ImageID] })
+	h.runningPods(ns, "inflate", 6, time.Minute)
+	r.check(t, "AMIDrift")
+}
+
+// twoNodesBudgetOne runs six inflate pods in ns on two c5.large nodes of the workshop pool,
+// whose disruption budget is one node, and returns the two NodeClaims' names.
+func (h *harness) twoNodesBudgetOne(ns string) map[string]bool {
+	h.t.Helper()
 	h.workshopPools()
 	h.updatePool(func(np *karpv1.NodePool) {
 		setValues(np, corev1.LabelInstanceTypeStable, "c5.large") // three inflate pods per node
@@ -33,21 +71,37 @@ func TestTemplateChangeRollsOut(t *testing.T) {
 		old[nc.Name] = true
 	}
 	if len(old) != 2 {
-		t.Fatalf("%d NodeClaims for 6 pods on c5.large, want 2", len(old))
+		h.t.Fatalf("%d NodeClaims for 6 pods on c5.large, want 2", len(old))
 	}
+	return old
+}
 
-	// Sampled at each poll (every few hundred milliseconds): a deletion lasts seconds.
-	mostDeleting, sawRollingOut := 0, false
-	h.updatePool(func(np *karpv1.NodePool) { np.Spec.Template.Labels["team"] = "a" })
-	h.eventually("both nodes replaced by nodes with the new label", 4*time.Minute, func() error {
+// rolledOut is what a rollout looked like, sampled at each poll (every few hundred
+// milliseconds; a deletion lasts seconds).
+type rolledOut struct {
+	mostDeleting  int
+	sawRollingOut bool
+	reasons       map[string]bool // of the old NodeClaims' Drifted conditions
+}
+
+// rollout waits until every old NodeClaim is gone, every NodeClaim is fresh and the pool's
+// RolledOut condition is True.
+func (h *harness) rollout(old map[string]bool, fresh func(*karpv1.NodeClaim) bool) rolledOut {
+	h.t.Helper()
+	r := rolledOut{reasons: map[string]bool{}}
+	h.eventually("every node replaced by a fresh one", 4*time.Minute, func() error {
 		claims := h.nodeClaims()
-		deleting, fresh := 0, 0
-		for _, nc := range claims {
+		deleting, current := 0, 0
+		for i := range claims {
+			nc := &claims[i]
 			if old[nc.Name] && nc.DeletionTimestamp != nil {
 				deleting++
 			}
-			if !old[nc.Name] && nc.Labels["team"] == "a" {
-				fresh++
+			if cond := state.Condition(nc, karpv1.ConditionTypeDrifted); old[nc.Name] && cond != nil && cond.Status == metav1.ConditionTrue {
+				r.reasons[cond.Reason] = true
+			}
+			if !old[nc.Name] && fresh(nc) {
+				current++
 			}
 		}
 		var np karpv1.NodePool
@@ -55,24 +109,33 @@ func TestTemplateChangeRollsOut(t *testing.T) {
 			return err
 		}
 		rolled := meta.FindStatusCondition(np.Status.Conditions, nodepool.ConditionTypeRolledOut)
-		mostDeleting = max(mostDeleting, deleting)
-		sawRollingOut = sawRollingOut || rolled != nil && rolled.Status == metav1.ConditionFalse
+		r.mostDeleting = max(r.mostDeleting, deleting)
+		r.sawRollingOut = r.sawRollingOut || rolled != nil && rolled.Status == metav1.ConditionFalse
 		for _, nc := range claims {
 			if old[nc.Name] {
 				return fmt.Errorf("old NodeClaim %s still there (%d deleting)", nc.Name, deleting)
 			}
 		}
-		if fresh != len(claims) || rolled == nil || rolled.Status != metav1.ConditionTrue {
-			return fmt.Errorf("%d of %d NodeClaims carry team=a; RolledOut %+v", fresh, len(claims), rolled)
+		if current != len(claims) || rolled == nil || rolled.Status != metav1.ConditionTrue {
+			return fmt.Errorf("%d of %d NodeClaims are fresh; RolledOut %+v", current, len(claims), rolled)
 		}
 		return nil
 	})
-	h.runningPods(ns, "inflate", 6, time.Minute)
-	if mostDeleting > 1 {
-		t.Errorf("%d old NodeClaims were being deleted at once; the budget allows 1", mostDeleting)
+	return r
+}
+
+// check: never more than the budget (1) deleting at once, the pool said it was rolling out,
+// and the old nodes drifted for the reason given.
+func (r rolledOut) check(t *testing.T, reason string) {
+	t.Helper()
+	if r.mostDeleting > 1 {
+		t.Errorf("%d old NodeClaims were being deleted at once; the budget allows 1", r.mostDeleting)
 	}
-	if !sawRollingOut {
+	if !r.sawRollingOut {
 		t.Error("the NodePool's RolledOut condition was never False during the rollout")
+	}
+	if !r.reasons[reason] || len(r.reasons) != 1 {
+		t.Errorf("the old NodeClaims drifted for %v, want %s only", r.reasons, reason)
 	}
 }
 

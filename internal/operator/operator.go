@@ -32,6 +32,7 @@ import (
 	"github.com/karpool/karpool/autoscaler/cloud/aws/nodeclass"
 	"github.com/karpool/karpool/autoscaler/disruption"
 	"github.com/karpool/karpool/autoscaler/metrics"
+	"github.com/karpool/karpool/internal/featuregates"
 	"github.com/karpool/karpool/internal/localenv"
 	"github.com/karpool/karpool/reconciler"
 )
@@ -60,7 +61,9 @@ type Config struct {
 	// DisruptionDryRun and MinSavings: see autoscaler.Options.
 	DisruptionDryRun bool
 	MinSavings       disruption.MinSavings
-	Log              logr.Logger
+	// Gates are the feature gates (--feature-gates, Karpenter's FEATURE_GATES).
+	Gates featuregates.Gates
+	Log   logr.Logger
 }
 
 // Ready is reported once the manager runs: the addresses it actually listens on.
@@ -127,7 +130,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	if err := autoscaler.Setup(ctx, mgr, autoscaler.Options{
 		Provider: provider, Region: cfg.AWS.Region,
 		BatchIdle: cfg.BatchIdle, BatchMax: cfg.BatchMax, RegistrationTTL: cfg.RegistrationTTL, GCInterval: cfg.GCInterval,
-		DisruptionDryRun: cfg.DisruptionDryRun, MinSavings: cfg.MinSavings,
+		DisruptionDryRun: cfg.DisruptionDryRun, MinSavings: cfg.MinSavings, Gates: cfg.Gates,
 		Registry: crmetrics.Registry,
 	}); err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
@@ -164,10 +165,16 @@ func (p *Provider) terminate(ctx context.Context, ids ...string) error {
 	return nil
 }
 
-// IsDrifted implements cloud.CloudProvider: the instance drifted when the class now resolves
-// to another AMI for its architecture, no longer includes its subnet, or selects other
-// security groups.
+// IsDrifted implements cloud.CloudProvider: the instance drifted when it no longer runs on what
+// the class resolves to now, as the class's status says (the node class controller keeps it;
+// launches resolve the same way): an AMI of status.amis for its architecture, a subnet of
+// status.subnets, exactly the security groups of status.securityGroups. Until the class has
+// resolved them nothing is judged. One DescribeInstances per call.
 func (p *Provider) IsDrifted(ctx context.Context, claim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass) (cloud.DriftReason, error) {
+	st := nc.Status
+	if len(st.AMIs) == 0 || len(st.Subnets) == 0 || len(st.SecurityGroups) == 0 {
+		return "", nil
+	}
 	id, err := instanceID(claim.Status.ProviderID)
 	if err != nil {
 		return "", fmt.Errorf("nodeclaim %s: status.providerID: %w", claim.Name, err)
@@ -176,39 +183,37 @@ func (p *Provider) IsDrifted(ctx context.Context, claim *karpv1.NodeClaim, nc *a
 	if err != nil {
 		return "", fmt.Errorf("nodeclaim %s: %w", claim.Name, err)
 	}
-	if err := p.cluster(ctx); err != nil {
-		return "", err
-	}
-	images, err := p.images(ctx, nc, p.clusterFacts().KubernetesVersion)
-	if err != nil {
-		return "", err
-	}
-	if !slices.ContainsFunc(images, func(im image) bool { return im.ID == aws.ToString(in.ImageId) }) {
+	arch := claim.Labels[corev1.LabelArchStable]
+	if !slices.ContainsFunc(st.AMIs, func(a awsv1.AMI) bool { return a.ID == aws.ToString(in.ImageId) && amiSuits(a, arch) }) {
 		return cloud.DriftAMI, nil
 	}
-	subnets, err := p.subnets(ctx, nc)
-	if err != nil {
-		return "", err
-	}
-	if !slices.ContainsFunc(subnets, func(s subnet) bool { return s.ID == aws.ToString(in.SubnetId) }) {
+	if !slices.ContainsFunc(st.Subnets, func(s awsv1.Subnet) bool { return s.ID == aws.ToString(in.SubnetId) }) {
 		return cloud.DriftSubnet, nil
 	}
-	sgs, err := p.securityGroups(ctx, nc)
-	if err != nil {
-		return "", err
-	}
 	var want, have []string
-	for _, g := range sgs {
+	for _, g := range st.SecurityGroups {
 		want = append(want, g.ID)
 	}
 	for _, g := range in.SecurityGroups {
 		have = append(have, aws.ToString(g.GroupId))
 	}
+	slices.Sort(want)
 	slices.Sort(have)
-	if !slices.Equal(want, have) {
+	if !slices.Equal(slices.Compact(want), slices.Compact(have)) {
 		return cloud.DriftSecurityGroup, nil
 	}
 	return "", nil
+}
+
+// amiSuits: the image's architecture requirement (the only one status.amis carries) admits arch
+// (the NodeClaim's label; when unknown, any image does).
+func amiSuits(a awsv1.AMI, arch string) bool {
+	for _, r := range a.Requirements {
+		if arch != "" && r.Key == corev1.LabelArchStable && r.Operator == corev1.NodeSelectorOpIn && !slices.Contains(r.Values, arch) {
+			return false
+		}
+	}
+	return true
 }
 
 // LeakGracePeriod is how long an instance may exist without a NodeClaim before the garbage

@@ -238,13 +238,39 @@ func TestLaunchWorkshopNodeClaim(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].Status.ProviderID != got.Status.ProviderID {
 		t.Errorf("List: %v %d", err, len(list))
 	}
+	// Drift is judged against the class's status, resolved as the node class controller does.
+	resolved := func(nc *awsv1.EC2NodeClass) *awsv1.EC2NodeClass {
+		nc = nc.DeepCopy()
+		var err error
+		nc.Status.AMIs, err = e.p.AMIs(e.ctx, nc)
+		must(t, func() error { return err })
+		nc.Status.Subnets, err = e.p.Subnets(e.ctx, nc)
+		must(t, func() error { return err })
+		nc.Status.SecurityGroups, err = e.p.SecurityGroups(e.ctx, nc)
+		must(t, func() error { return err })
+		return nc
+	}
 	if r, err := e.p.IsDrifted(e.ctx, got, e.class); err != nil || r != "" {
+		t.Errorf("IsDrifted before the class is resolved: %q %v, want nothing judged", r, err)
+	}
+	class := resolved(e.class)
+	if r, err := e.p.IsDrifted(e.ctx, got, class); err != nil || r != "" {
 		t.Errorf("IsDrifted on an unchanged class: %q %v", r, err)
 	}
 	pinned := e.class.DeepCopy()
 	pinned.Spec.AMISelectorTerms = []awsv1.AMISelectorTerm{{Name: "amazon-eks-node-al2023-x86_64-nvidia-*", Owner: "amazon"}}
-	if r, err := e.p.IsDrifted(e.ctx, got, pinned); err != nil || r != cloud.DriftAMI {
+	if r, err := e.p.IsDrifted(e.ctx, got, resolved(pinned)); err != nil || r != cloud.DriftAMI {
 		t.Errorf("IsDrifted with another AMI: %q %v", r, err)
+	}
+	for want, change := range map[cloud.DriftReason]func(*awsv1.EC2NodeClass){
+		cloud.DriftSubnet:        func(nc *awsv1.EC2NodeClass) { nc.Status.Subnets = []awsv1.Subnet{{ID: "subnet-other", Zone: "us-east-1a"}} },
+		cloud.DriftSecurityGroup: func(nc *awsv1.EC2NodeClass) { nc.Status.SecurityGroups = append(nc.Status.SecurityGroups, awsv1.SecurityGroup{ID: "sg-other"}) },
+	} {
+		changed := class.DeepCopy()
+		change(changed)
+		if r, err := e.p.IsDrifted(e.ctx, got, changed); err != nil || r != want {
+			t.Errorf("IsDrifted: %q %v, want %q", r, err, want)
+		}
 	}
 }
 

@@ -1,0 +1,68 @@
+// Package featuregates reads Karpenter's --feature-gates / FEATURE_GATES setting
+// ("SpotToSpotConsolidation=true,NodeRepair=false"), so a Karpenter deployment's value carries
+// over unchanged.
+package featuregates
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Gates are the optional behaviours karpool implements; zero values are the defaults.
+type Gates struct {
+	// SpotToSpotConsolidation lets consolidation replace spot nodes by cheaper spot nodes
+	// (single nodes only with at least 15 cheaper instance types, as in Karpenter).
+	SpotToSpotConsolidation bool
+}
+
+// karpenterOnly are Karpenter's other gates, with their defaults: accepted so its settings
+// parse, and reported when set to what karpool does not do.
+var karpenterOnly = map[string]bool{
+	"NodeRepair": false, "ReservedCapacity": true, "NodeOverlay": false, "StaticCapacity": false, "CapacityBuffer": false,
+}
+
+// Parse reads a comma-separated list of Name=bool. Unknown names are an error (a misspelt gate
+// would otherwise be silently off); the returned notes name Karpenter gates set to a value
+// karpool ignores.
+func Parse(s string) (Gates, []string, error) {
+	var g Gates
+	var notes []string
+	seen := map[string]bool{}
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, val, ok := strings.Cut(item, "=")
+		name = strings.TrimSpace(name)
+		if !ok || name == "" {
+			return Gates{}, nil, fmt.Errorf("feature gate %q: want Name=true or Name=false", item)
+		}
+		on, err := strconv.ParseBool(strings.TrimSpace(val))
+		if err != nil {
+			return Gates{}, nil, fmt.Errorf("feature gate %s: %q is not true or false", name, strings.TrimSpace(val))
+		}
+		if seen[name] {
+			return Gates{}, nil, fmt.Errorf("feature gate %s is given twice", name)
+		}
+		seen[name] = true
+		if def, ok := karpenterOnly[name]; ok {
+			if on != def {
+				notes = append(notes, fmt.Sprintf("feature gate %s=%t is Karpenter's; karpool does not implement it and ignores it", name, on))
+			}
+			continue
+		}
+		switch name {
+		case "SpotToSpotConsolidation":
+			g.SpotToSpotConsolidation = on
+		default:
+			known := append(slices.Sorted(maps.Keys(karpenterOnly)), "SpotToSpotConsolidation")
+			slices.Sort(known)
+			return Gates{}, nil, fmt.Errorf("unknown feature gate %q (known: %s)", name, strings.Join(known, ", "))
+		}
+	}
+	return g, notes, nil
+}

@@ -1,0 +1,57 @@
+package featuregates
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		spot    bool
+		notes   int
+		wantErr string
+	}{
+		{in: ""},
+		{in: "SpotToSpotConsolidation=true", spot: true},
+		// Karpenter's default value parses as is, and says nothing.
+		{in: "NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,NodeOverlay=false,StaticCapacity=false,CapacityBuffer=false"},
+		{in: " NodeRepair=true , SpotToSpotConsolidation=1", spot: true, notes: 1},
+		{in: "SpotToSpotConsolidaton=true", wantErr: `unknown feature gate "SpotToSpotConsolidaton"`},
+		{in: "SpotToSpotConsolidation", wantErr: "want Name=true or Name=false"},
+		{in: "SpotToSpotConsolidation=yes", wantErr: `"yes" is not true or false`},
+		{in: "SpotToSpotConsolidation=true,SpotToSpotConsolidation=false", wantErr: "given twice"},
+	} {
+		g, notes, err := Parse(tc.in)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("Parse(%q) error %v, want one saying %q", tc.in, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || g.SpotToSpotConsolidation != tc.spot || len(notes) != tc.notes {
+			t.Errorf("Parse(%q) = %+v, notes %q, %v; want spot-to-spot %t and %d notes", tc.in, g, notes, err, tc.spot, tc.notes)
+		}
+	}
+}
+
+// FuzzParse: any input either fails with a message or parses to gates that parse the same way
+// again when written back.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"", "SpotToSpotConsolidation=true", "NodeRepair=true,ReservedCapacity=false", "a=b=c", ",,=,"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		g, _, err := Parse(s)
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatalf("Parse(%q): empty error", s)
+			}
+			return
+		}
+		again, _, err := Parse("SpotToSpotConsolidation=" + map[bool]string{true: "true", false: "false"}[g.SpotToSpotConsolidation])
+		if err != nil || again != g {
+			t.Fatalf("Parse(%q) = %+v; written back it parses to %+v, %v", s, g, again, err)
+		}
+	})
+}
