@@ -327,7 +327,9 @@ func TestRevalidate(t *testing.T) {
 	if cmd, why := revalidate(pending, cands, map[string]int{"default": 1}, rules{}, deleteAll); cmd != nil || !strings.Contains(why, "budget") {
 		t.Errorf("budget of 1: %+v (%s), want no command naming the budget", cmd, why)
 	}
-	pricier := func(map[string]bool) *scheduling.Result { return &scheduling.Result{NodeClaims: []scheduling.NodeClaim{claim(1.5)}} }
+	pricier := func(map[string]bool) *scheduling.Result {
+		return &scheduling.Result{NodeClaims: []scheduling.NodeClaim{claim(1.5)}}
+	}
 	if cmd, why := revalidate(pending, cands, budget, rules{}, pricier); cmd != nil || !strings.Contains(why, "1 new node(s)") {
 		t.Errorf("now needing a node: %+v (%s), want no command", cmd, why)
 	}

@@ -139,7 +139,7 @@ func rollout(claims []karpv1.NodeClaim, gen int64) metav1.Condition {
 			Message: fmt.Sprintf("all %d nodes are up to date", live), ObservedGeneration: gen}
 	}
 	return metav1.Condition{Type: ConditionTypeRolledOut, Status: metav1.ConditionFalse, Reason: "Drifted",
-		Message: fmt.Sprintf("rollout: %d nodes drifted, %d being replaced, %d up to date", drifted, replacing, live-drifted),
+		Message:            fmt.Sprintf("rollout: %d nodes drifted, %d being replaced, %d up to date", drifted, replacing, live-drifted),
 		ObservedGeneration: gen}
 }
 

@@ -263,8 +263,12 @@ func TestLaunchWorkshopNodeClaim(t *testing.T) {
 		t.Errorf("IsDrifted with another AMI: %q %v", r, err)
 	}
 	for want, change := range map[cloud.DriftReason]func(*awsv1.EC2NodeClass){
-		cloud.DriftSubnet:        func(nc *awsv1.EC2NodeClass) { nc.Status.Subnets = []awsv1.Subnet{{ID: "subnet-other", Zone: "us-east-1a"}} },
-		cloud.DriftSecurityGroup: func(nc *awsv1.EC2NodeClass) { nc.Status.SecurityGroups = append(nc.Status.SecurityGroups, awsv1.SecurityGroup{ID: "sg-other"}) },
+		cloud.DriftSubnet: func(nc *awsv1.EC2NodeClass) {
+			nc.Status.Subnets = []awsv1.Subnet{{ID: "subnet-other", Zone: "us-east-1a"}}
+		},
+		cloud.DriftSecurityGroup: func(nc *awsv1.EC2NodeClass) {
+			nc.Status.SecurityGroups = append(nc.Status.SecurityGroups, awsv1.SecurityGroup{ID: "sg-other"})
+		},
 	} {
 		changed := class.DeepCopy()
 		change(changed)
