@@ -221,10 +221,10 @@ func blockingPDB(pdbs []*policyv1.PodDisruptionBudget, p *corev1.Pod) *policyv1.
 
 // consolidate finds one command: first the largest group of candidates (in disruption order,
 // and idlest first) that can go with fewer, cheaper replacements, then single nodes, idlest
-// first, each of which may also be replaced by several nodes when together they cost less. Karpenter replaces a group by one
-// node at most and never splits a node: a scale-down would stay on the large nodes of the
-// scale-out, and a fleet of many small nodes would shrink by a budget's worth of deletions per
-// step only. budget gives how many
+// first, each of which may also be replaced by several nodes when together they cost less, and
+// which others may join (grow). Karpenter replaces a group by one node at most and never splits
+// a node: a scale-down would stay on the large nodes of the scale-out, and a fleet of many small
+// nodes would shrink by a budget's worth of deletions per step only. budget gives how many
 // more nodes of each pool may be disrupted; a command must save at least the minimum of each
 // candidate's pool (the rules' unless the pool's annotation says otherwise). simulate plans the
 // cluster without some nodes. The verdicts say why candidates looked at alone were not

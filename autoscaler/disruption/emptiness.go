@@ -1,10 +1,11 @@
 // Package disruption removes and replaces nodes karpool no longer needs, within the NodePools'
 // disruption budgets, by Karpenter's methods in its order: expiration (forceful), drift,
 // emptiness, multi-node and single-node consolidation. Each pass takes one snapshot; the
-// decisions are pure functions of it (Tracker.Decide for emptiness, driftCommand,
-// consolidationCandidates and consolidate), the Controller does the I/O: taints, replacements
-// through the provisioner, NodeClaim deletions (whose finalizer drains the node and terminates
-// the instance), conditions and events that give each node's reason.
+// decisions are pure functions of it (Tracker.Decide for emptiness, drifted and driftCommand,
+// consolidationCandidates, consolidate and revalidate), the Controller does the I/O: the cloud's
+// drift checks, taints, replacements through the provisioner, NodeClaim deletions (whose
+// finalizer drains the node and terminates the instance), conditions and events that give each
+// node's reason.
 //
 // Emptiness: a node of a pool whose consolidateAfter is not Never, that has run no pods but
 // daemonset and static pods for consolidateAfter, is first tainted
