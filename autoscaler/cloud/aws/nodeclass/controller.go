@@ -131,11 +131,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !nc.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, nc)
 	}
-	if !controllerutil.ContainsFinalizer(nc, Finalizer) {
+	// The finalizer, and the hash of the static fields as Karpenter stamps it (the NodeClaims
+	// launched from the class carry the hash of their launch; drift compares the two).
+	hash := nc.Hash()
+	if !controllerutil.ContainsFinalizer(nc, Finalizer) || nc.Annotations[awsv1.AnnotationEC2NodeClassHash] != hash ||
+		nc.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] != awsv1.EC2NodeClassHashVersion {
 		patch := client.MergeFromWithOptions(nc.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		controllerutil.AddFinalizer(nc, Finalizer)
+		metav1.SetMetaDataAnnotation(&nc.ObjectMeta, awsv1.AnnotationEC2NodeClassHash, hash)
+		metav1.SetMetaDataAnnotation(&nc.ObjectMeta, awsv1.AnnotationEC2NodeClassHashVersion, awsv1.EC2NodeClassHashVersion)
 		if err := r.client.Patch(ctx, nc, patch); err != nil {
-			return ctrl.Result{}, fmt.Errorf("adding finalizer %s: %w", Finalizer, err)
+			return ctrl.Result{}, fmt.Errorf("adding finalizer %s and hash annotations: %w", Finalizer, err)
 		}
 	}
 	before := nc.DeepCopy()

@@ -211,6 +211,9 @@ func TestEC2NodeClassStatus(t *testing.T) {
 	if !strings.Contains(strings.Join(nc.Finalizers, ","), nodeclass.Finalizer) {
 		t.Errorf("finalizers %v", nc.Finalizers)
 	}
+	if nc.Annotations[awsv1.AnnotationEC2NodeClassHash] != nc.Hash() || nc.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] != awsv1.EC2NodeClassHashVersion {
+		t.Errorf("annotations %v, want the class's hash %s under version %s", nc.Annotations, nc.Hash(), awsv1.EC2NodeClassHashVersion)
+	}
 	prof, err := h.iam.GetInstanceProfile(h.ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(nc.Status.InstanceProfile)})
 	if err != nil || len(prof.InstanceProfile.Roles) != 1 {
 		t.Fatalf("instance profile in IAM: %v %+v", err, prof)
