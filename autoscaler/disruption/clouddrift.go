@@ -27,15 +27,21 @@ type cloudCheck struct {
 	reason   cloud.DriftReason
 }
 
+// maxCloudChecks caps the questions to the cloud per pass (one DescribeInstances each), so
+// that a controller starting on a large cluster, or a class change, spreads its checks over
+// passes instead of bursting into the API's throttling.
+const maxCloudChecks = 50
+
 // addCloudDrift adds to drift the NodeClaims whose instances no longer match their class's
-// resolution, asking the cloud only when a class resolves differently from the last answer.
-// A failed check is logged and judged again at the next pass.
+// resolution, asking the cloud only when a class resolves differently from the last answer,
+// at most maxCloudChecks times per pass. A failed check is logged and judged again later.
 func (c *Controller) addCloudDrift(ctx context.Context, snap *state.Cluster, drift map[string]Verdict) {
 	if c.opts.Drift == nil {
 		return
 	}
 	resolved := map[string]string{}
 	live := map[string]bool{}
+	asked := 0
 	for _, nc := range snap.NodeClaims {
 		class := classOf(snap, nc)
 		if _, done := drift[nc.Name]; done || class == nil || nc.DeletionTimestamp != nil || !state.Launched(nc) {
@@ -49,6 +55,10 @@ func (c *Controller) addCloudDrift(ctx context.Context, snap *state.Cluster, dri
 		}
 		last, ok := c.clouds[nc.Name]
 		if !ok || last.resolved != key {
+			if asked == maxCloudChecks {
+				continue // an earlier answer, for another resolution, no longer counts
+			}
+			asked++
 			reason, err := c.opts.Drift.IsDrifted(ctx, nc, class)
 			if err != nil {
 				log.FromContext(ctx).Error(err, "checking drift failed; will retry", "NodeClaim", nc.Name)

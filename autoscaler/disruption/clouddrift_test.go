@@ -2,6 +2,7 @@ package disruption
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,5 +57,31 @@ func TestCloudDriftAsksOncePerResolution(t *testing.T) {
 	pass()
 	if _, kept := ctl.clouds["b"]; kept {
 		t.Error("the answer for a NodeClaim that is gone was kept")
+	}
+}
+
+// A pass asks about at most maxCloudChecks NodeClaims; the next pass asks about the rest.
+func TestCloudDriftSpreadsItsQuestions(t *testing.T) {
+	names := make([]string, maxCloudChecks+10)
+	for i := range names {
+		names[i] = fmt.Sprintf("n%03d", i)
+	}
+	c := newCluster(nil, names...)
+	class := &awsv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+	for _, nc := range c.claims {
+		nc.Spec.NodeClassRef = &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"}
+	}
+	d := &drifter{answer: map[string]cloud.DriftReason{names[len(names)-1]: cloud.DriftSubnet}}
+	ctl := New(nil, Options{Drift: d})
+	snap := c.snapshot()
+	snap.NodeClasses[class.Name] = class
+	drift := map[string]Verdict{}
+	ctl.addCloudDrift(context.Background(), snap, drift)
+	if d.asked != maxCloudChecks || len(drift) != 0 {
+		t.Fatalf("first pass: %d questions, drifted %v; want %d questions", d.asked, drift, maxCloudChecks)
+	}
+	ctl.addCloudDrift(context.Background(), snap, drift)
+	if d.asked != len(names) || drift[names[len(names)-1]].Reason != string(cloud.DriftSubnet) {
+		t.Errorf("second pass: %d questions in all, drifted %v; want %d and the last one drifted", d.asked, drift, len(names))
 	}
 }
