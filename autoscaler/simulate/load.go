@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"bytes"
+	"context"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -25,91 +26,64 @@ import (
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/autoscaler/scheduling"
-	"github.com/karpool/karpool/schema"
+	"github.com/karpool/karpool/reconciler/build"
+	"github.com/karpool/karpool/reconciler/validate"
 )
 
 // maxFileSize caps what simulate reads from one file.
 const maxFileSize = 64 << 20
 
-// doc is one YAML document with where it came from.
+// doc is one built object (reconciler/build: kustomize or plain YAML) with where it came from.
 type doc struct {
-	file string
-	line int // first line of the document's content
-	// rawLine is the line of the file where raw starts; 0 for an item of a List, whose raw is
-	// re-encoded and so has no positions in the file.
-	rawLine int
-	raw     []byte
-	meta    metav1.TypeMeta
-	name    string
+	obj  *build.Object
+	src  build.Source
+	raw  []byte // the object as built, in JSON
+	meta metav1.TypeMeta
+	name string
 }
 
-func (d *doc) where() string { return fmt.Sprintf("%s:%d", d.file, d.line) }
+func (d *doc) where() string { return d.src.String() }
 
-// readDocs splits a YAML file into documents (a kind: List is expanded into its items).
-func readDocs(file string, data []byte) ([]doc, error) {
-	var out []doc
-	for _, c := range schema.SplitDocuments(data) {
-		raw := c.Data
-		start := c.Line + leadingLines(raw)
-		if len(bytes.TrimSpace(stripComments(raw))) == 0 {
-			continue
+func docsOf(objs []*build.Object) ([]doc, error) {
+	out := make([]doc, 0, len(objs))
+	for _, o := range objs {
+		raw, err := o.Object.MarshalJSON()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", o.Source, err)
 		}
-		var head struct {
-			metav1.TypeMeta `json:",inline"`
-			Metadata        struct {
-				Name string `json:"name"`
-			} `json:"metadata"`
-			Items []map[string]any `json:"items"`
-		}
-		if err := yaml.Unmarshal(raw, &head); err != nil {
-			return nil, fmt.Errorf("%s:%d: not a Kubernetes object: %w", file, start, err)
-		}
-		if head.Kind == "List" || strings.HasSuffix(head.Kind, "List") && len(head.Items) > 0 {
-			for i, item := range head.Items {
-				b, err := yaml.Marshal(item)
-				if err != nil {
-					return nil, fmt.Errorf("%s:%d: item %d: %w", file, start, i, err)
-				}
-				sub, err := readDocs(file, b)
-				if err != nil {
-					return nil, err
-				}
-				for j := range sub {
-					sub[j].line, sub[j].rawLine = start, 0
-				}
-				out = append(out, sub...)
-			}
-			continue
-		}
-		out = append(out, doc{file: file, line: start, rawLine: c.Line, raw: raw, meta: head.TypeMeta, name: head.Metadata.Name})
+		gvk := o.Object.GroupVersionKind()
+		out = append(out, doc{obj: o, src: o.Source, raw: raw, name: o.Object.GetName(),
+			meta: metav1.TypeMeta{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind}})
 	}
 	return out, nil
 }
 
-// leadingLines counts the blank, comment and separator lines before a document's content.
-func leadingLines(raw []byte) int {
-	n := 0
-	for _, l := range strings.Split(string(raw), "\n") {
-		t := strings.TrimSpace(l)
-		if t == "" || strings.HasPrefix(t, "#") || t == "---" {
-			n++
-			continue
-		}
-		break
+// load reads a file or a directory the way PoolSync reads spec.path (reconciler/build): a
+// directory with a kustomization is built with kustomize, any other is read as plain YAML,
+// recursively. Every object keeps its file and line.
+func load(path string) ([]doc, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
 	}
-	return n
-}
-
-func stripComments(raw []byte) []byte {
-	var b bytes.Buffer
-	for _, l := range strings.Split(string(raw), "\n") {
-		if t := strings.TrimSpace(l); strings.HasPrefix(t, "#") || t == "---" {
-			continue
+	var objs []*build.Object
+	if st.IsDir() {
+		top, aerr := filepath.Abs(path)
+		if aerr != nil {
+			return nil, aerr
 		}
-		b.WriteString(l)
-		b.WriteByte('\n')
+		objs, err = build.LoadDir(path, top)
+	} else {
+		data, rerr := readFile(path)
+		if rerr != nil {
+			return nil, rerr
+		}
+		objs, err = build.LoadFile(path, data)
 	}
-	return b.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	return docsOf(objs)
 }
 
 func readFile(path string) ([]byte, error) {
@@ -128,89 +102,66 @@ func readFile(path string) ([]byte, error) {
 	return data, nil
 }
 
-// yamlFiles lists the .yaml/.yml files of a path (a file, or a directory walked recursively).
-func yamlFiles(path string) ([]string, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !st.IsDir() {
-		return []string{path}, nil
-	}
-	var out []string
-	err = filepath.WalkDir(path, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && strings.HasPrefix(d.Name(), ".") && p != path {
-			return filepath.SkipDir
-		}
-		if ext := filepath.Ext(p); !d.IsDir() && (ext == ".yaml" || ext == ".yml") {
-			out = append(out, p)
-		}
-		return nil
-	})
-	sort.Strings(out)
-	if err == nil && len(out) == 0 {
-		err = fmt.Errorf("%s: no .yaml or .yml files", path)
-	}
-	return out, err
-}
-
-// pools reads the NodePools and EC2NodeClasses of a file or directory.
+// poolSet is the NodePools and EC2NodeClasses of a build.
 type poolSet struct {
 	pools   []*karpv1.NodePool
 	classes map[string]*awsv1.EC2NodeClass
-	where   map[string]string // pool name -> file:line
+	where   map[string]string // pool name -> file:line:col
 }
 
-func loadPools(path string) (*poolSet, []string, error) {
-	files, err := yamlFiles(path)
+func loadPools(path string) (*poolSet, error) {
+	docs, err := load(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
+	}
+	ps, err := poolsOf(docs)
+	if err == nil && len(ps.pools) == 0 {
+		err = fmt.Errorf("%s: no karpenter.sh/v1 NodePool found", path)
+	}
+	return ps, err
+}
+
+// poolsOf decodes the NodePools and EC2NodeClasses among docs, skipping other kinds. They are
+// checked first as PoolSync checks them (validate.Types): a misspelt field or a retired API
+// version is an error at its file:line:col.
+func poolsOf(docs []doc) (*poolSet, error) {
+	objs := make([]*build.Object, len(docs))
+	for i := range docs {
+		objs[i] = docs[i].obj
+	}
+	if fs, _ := (validate.Types{}).Validate(context.Background(), objs); len(fs) > 0 {
+		errs := make([]error, len(fs))
+		for i, f := range fs {
+			errs[i] = errors.New(f.String())
+		}
+		return nil, errors.Join(errs...)
 	}
 	ps := &poolSet{classes: map[string]*awsv1.EC2NodeClass{}, where: map[string]string{}}
-	var warnings []string
-	for _, f := range files {
-		data, err := readFile(f)
-		if err != nil {
-			return nil, nil, err
-		}
-		docs, err := readDocs(f, data)
-		if err != nil {
-			return nil, nil, err
-		}
-		for i := range docs {
-			d := &docs[i]
-			switch {
-			case d.meta.Kind == "NodePool" && d.meta.APIVersion == karpv1.GroupVersion.String():
-				np := &karpv1.NodePool{}
-				if err := yaml.UnmarshalStrict(d.raw, np); err != nil {
-					return nil, nil, fmt.Errorf("%s: NodePool %q: %w", d.where(), d.name, err)
-				}
-				if prev, dup := ps.where[np.Name]; dup {
-					return nil, nil, fmt.Errorf("%s: NodePool %q is also defined at %s", d.where(), np.Name, prev)
-				}
-				ps.where[np.Name] = d.where()
-				ps.pools = append(ps.pools, np)
-			case d.meta.Kind == "EC2NodeClass" && d.meta.APIVersion == awsv1.GroupVersion.String():
-				nc := &awsv1.EC2NodeClass{}
-				if err := yaml.UnmarshalStrict(d.raw, nc); err != nil {
-					return nil, nil, fmt.Errorf("%s: EC2NodeClass %q: %w", d.where(), d.name, err)
-				}
-				ps.classes[nc.Name] = nc
-			case d.meta.Kind == "NodePool" || d.meta.Kind == "Provisioner" || d.meta.Kind == "EC2NodeClass" || d.meta.Kind == "AWSNodeTemplate":
-				return nil, nil, fmt.Errorf("%s: %s %q is %s; simulate reads karpenter.sh/v1 NodePools and karpenter.k8s.aws/v1 EC2NodeClasses: convert it with 'karpool migrate' first", d.where(), d.meta.Kind, d.name, d.meta.APIVersion)
-			default:
-				// Pool directories often hold other manifests too: skip them quietly.
+	for i := range docs {
+		d := &docs[i]
+		switch {
+		case d.meta.Kind == "NodePool" && d.meta.APIVersion == karpv1.GroupVersion.String():
+			np := &karpv1.NodePool{}
+			if err := yaml.Unmarshal(d.raw, np); err != nil {
+				return nil, fmt.Errorf("%s: NodePool %q: %w", d.where(), d.name, err)
 			}
+			if prev, dup := ps.where[np.Name]; dup {
+				return nil, fmt.Errorf("%s: NodePool %q is also defined at %s", d.where(), np.Name, prev)
+			}
+			ps.where[np.Name] = d.where()
+			ps.pools = append(ps.pools, np)
+		case d.meta.Kind == "EC2NodeClass" && d.meta.APIVersion == awsv1.GroupVersion.String():
+			nc := &awsv1.EC2NodeClass{}
+			if err := yaml.Unmarshal(d.raw, nc); err != nil {
+				return nil, fmt.Errorf("%s: EC2NodeClass %q: %w", d.where(), d.name, err)
+			}
+			ps.classes[nc.Name] = nc
+		default:
+			// Pool directories often hold other manifests too: skip them quietly.
 		}
-	}
-	if len(ps.pools) == 0 {
-		return nil, nil, fmt.Errorf("%s: no karpenter.sh/v1 NodePool found", path)
 	}
 	sort.SliceStable(ps.pools, func(i, j int) bool { return ps.pools[i].Name < ps.pools[j].Name })
-	return ps, warnings, nil
+	return ps, nil
 }
 
 // workloadFile is what a workload file adds to the simulation.
@@ -247,18 +198,23 @@ func (w *workloadFile) define(d *doc, namespace string) error {
 }
 
 func loadWorkload(path string) (*workloadFile, []string, error) {
-	data, err := readFile(path)
-	if err != nil {
-		return nil, nil, err
-	}
 	if strings.EqualFold(filepath.Ext(path), ".csv") {
+		data, err := readFile(path)
+		if err != nil {
+			return nil, nil, err
+		}
 		w, err := loadCSV(path, data)
 		return w, nil, err
 	}
-	docs, err := readDocs(path, data)
+	docs, err := load(path)
 	if err != nil {
 		return nil, nil, err
 	}
+	return workloadOf(docs)
+}
+
+// workloadOf turns the workload kinds among docs into pods, daemonsets and volume objects.
+func workloadOf(docs []doc) (*workloadFile, []string, error) {
 	w := &workloadFile{defined: map[string]string{}}
 	var warnings []string
 	var invalid []error
@@ -589,25 +545,47 @@ func checkResources(d *doc) error {
 	}
 	var root yamlv3.Node
 	if yamlv3.Unmarshal(d.raw, &root) != nil || len(root.Content) == 0 {
-		return nil // not YAML that decodes: the typed decode says why
+		return nil // not an object that decodes: the typed decode says why
 	}
 	spec := nodeAt(root.Content[0], at...)
 	if spec == nil {
 		return nil
 	}
 	c := &resourceCheck{d: d}
-	prefix := strings.Join(at, ".")
 	for _, list := range []string{"initContainers", "containers"} {
 		for i, ctr := range seqOf(nodeAt(spec, list)) {
 			if r := nodeAt(ctr, "resources"); r != nil {
-				c.requirements(r, fmt.Sprintf("%s.%s[%d].resources", prefix, list, i), containerResourceName)
+				c.requirements(r, field(at...).with(list, strconv.Itoa(i), "resources"), containerResourceName)
 			}
 		}
 	}
 	if r := nodeAt(spec, "resources"); r != nil {
-		c.requirements(r, prefix+".resources", podResourceName)
+		c.requirements(r, field(at...).with("resources"), podResourceName)
 	}
 	return errors.Join(c.errs...)
+}
+
+// fieldPath is a field of a document as map keys and list indexes.
+type fieldPath []string
+
+func field(sel ...string) fieldPath { return sel }
+
+func (f fieldPath) with(sel ...string) fieldPath { return append(append(fieldPath{}, f...), sel...) }
+
+// String is the Kubernetes way of writing a field: spec.containers[0].resources.
+func (f fieldPath) String() string {
+	var b strings.Builder
+	for i, s := range f {
+		if _, err := strconv.Atoi(s); err == nil {
+			fmt.Fprintf(&b, "[%s]", s)
+			continue
+		}
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(s)
+	}
+	return b.String()
 }
 
 // resourceCheck collects the problems of one document.
@@ -620,22 +598,28 @@ type resourceCheck struct {
 type quantity struct {
 	name string
 	q    resource.Quantity
-	node *yamlv3.Node
+	at   fieldPath
 }
 
-// fail records a problem at a node of the document: file:line:col, then the object and field.
-func (c *resourceCheck) fail(n *yamlv3.Node, field, format string, args ...any) {
+// fail records a problem at a field of the document: file:line:col of the field in its source
+// file, then the object and field.
+func (c *resourceCheck) fail(at fieldPath, format string, args ...any) {
+	c.failAt(at, at, format, args...)
+}
+
+// failAt is fail for a problem of field shown at the position of the field pos.
+func (c *resourceCheck) failAt(pos, at fieldPath, format string, args ...any) {
 	where := c.d.where()
-	if c.d.rawLine > 0 {
-		where = fmt.Sprintf("%s:%d:%d", c.d.file, c.d.rawLine+n.Line-1, n.Column)
+	if line, col, _ := c.d.src.Find(pos); line > 0 {
+		where = fmt.Sprintf("%s:%d:%d", c.d.src.File, line, col)
 	}
-	c.errs = append(c.errs, fmt.Errorf("%s: %s %q: %s: %s", where, c.d.meta.Kind, c.d.name, field, fmt.Sprintf(format, args...)))
+	c.errs = append(c.errs, fmt.Errorf("%s: %s %q: %s: %s", where, c.d.meta.Kind, c.d.name, at, fmt.Sprintf(format, args...)))
 }
 
 // requirements checks one resources block (a container's or the pod's).
-func (c *resourceCheck) requirements(r *yamlv3.Node, path string, nameProblem func(corev1.ResourceName) string) {
-	limits := c.quantities(nodeAt(r, "limits"), path+".limits", nameProblem)
-	requests := c.quantities(nodeAt(r, "requests"), path+".requests", nameProblem)
+func (c *resourceCheck) requirements(r *yamlv3.Node, at fieldPath, nameProblem func(corev1.ResourceName) string) {
+	limits := c.quantities(nodeAt(r, "limits"), at.with("limits"), nameProblem)
+	requests := c.quantities(nodeAt(r, "requests"), at.with("requests"), nameProblem)
 	byName := map[string]quantity{}
 	for _, l := range limits {
 		byName[l.name] = l
@@ -649,47 +633,46 @@ func (c *resourceCheck) requirements(r *yamlv3.Node, path string, nameProblem fu
 		cpuOrMemory = cpuOrMemory || q.name == string(corev1.ResourceCPU) || q.name == string(corev1.ResourceMemory)
 	}
 	for _, req := range requests {
-		field := path + ".requests." + req.name
 		lim, limited := byName[req.name]
 		overcommit := overcommitAllowed(corev1.ResourceName(req.name))
 		switch {
 		case limited && !overcommit && req.q.Cmp(lim.q) != 0:
-			c.fail(req.node, field, "request %s must equal the limit %s: %s cannot be overcommitted; set both to the same value", req.q.String(), lim.q.String(), req.name)
+			c.fail(req.at, "request %s must equal the limit %s: %s cannot be overcommitted; set both to the same value", req.q.String(), lim.q.String(), req.name)
 		case limited && req.q.Cmp(lim.q) > 0:
-			c.fail(req.node, field, "request %s is above the limit %s: lower the request or raise the limit", req.q.String(), lim.q.String())
+			c.fail(req.at, "request %s is above the limit %s: lower the request or raise the limit", req.q.String(), lim.q.String())
 		case !limited && !overcommit:
-			c.fail(req.node, field, "%s is requested without a limit: it cannot be overcommitted, so set limits.%s to the same value", req.name, req.name)
+			c.fail(req.at, "%s is requested without a limit: it cannot be overcommitted, so set limits.%s to the same value", req.name, req.name)
 		}
 	}
 	if hugePages != nil && !cpuOrMemory {
-		c.fail(hugePages.node, path, "%s needs a cpu or memory request or limit as well: add one", hugePages.name)
+		c.failAt(hugePages.at, at, "%s needs a cpu or memory request or limit as well: add one", hugePages.name)
 	}
 }
 
 // quantities reads a requests or limits map, reporting bad names and quantities.
-func (c *resourceCheck) quantities(m *yamlv3.Node, path string, nameProblem func(corev1.ResourceName) string) []quantity {
+func (c *resourceCheck) quantities(m *yamlv3.Node, at fieldPath, nameProblem func(corev1.ResourceName) string) []quantity {
 	var out []quantity
 	for i := 0; m != nil && m.Kind == yamlv3.MappingNode && i+1 < len(m.Content); i += 2 {
 		key, val := m.Content[i], m.Content[i+1]
-		field := path + "." + key.Value
+		f := at.with(key.Value)
 		if msg := nameProblem(corev1.ResourceName(key.Value)); msg != "" {
-			c.fail(key, field, "%q %s", key.Value, msg)
+			c.fail(f, "%q %s", key.Value, msg)
 			continue
 		}
 		if val.Kind != yamlv3.ScalarNode || val.Tag == "!!null" {
-			c.fail(val, field, "expected a quantity such as 250m, 2 or 512Mi")
+			c.fail(f, "expected a quantity such as 250m, 2 or 512Mi")
 			continue
 		}
 		q, err := resource.ParseQuantity(strings.TrimSpace(val.Value))
 		switch {
 		case err != nil:
-			c.fail(val, field, "%q is not a quantity: write it like 250m, 2 or 1.5 for cpu, 512Mi or 4Gi for memory", val.Value)
+			c.fail(f, "%q is not a quantity: write it like 250m, 2 or 1.5 for cpu, 512Mi or 4Gi for memory", val.Value)
 		case q.Sign() < 0:
-			c.fail(val, field, "%s is negative: a quantity must be 0 or more", val.Value)
+			c.fail(f, "%s is negative: a quantity must be 0 or more", val.Value)
 		case isExtendedResource(corev1.ResourceName(key.Value)) && q.MilliValue()%1000 != 0:
-			c.fail(val, field, "%s is not a whole number: %s is counted in whole devices", val.Value, key.Value)
+			c.fail(f, "%s is not a whole number: %s is counted in whole devices", val.Value, key.Value)
 		default:
-			out = append(out, quantity{name: key.Value, q: q, node: val})
+			out = append(out, quantity{name: key.Value, q: q, at: f})
 		}
 	}
 	return out

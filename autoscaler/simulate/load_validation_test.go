@@ -79,12 +79,12 @@ spec:
 	want := []string{
 		p + `:10:16: Pod "negative": spec.containers[0].resources.requests.cpu: -1 is negative: a quantity must be 0 or more`,
 		p + `:22:32: Deployment "web": spec.template.spec.initContainers[0].resources.requests.memory: "lots" is not a quantity: write it like 250m, 2 or 1.5 for cpu, 512Mi or 4Gi for memory`,
-		p + `:26:55: Deployment "web": spec.template.spec.containers[0].resources.requests.cpus: "cpus" is not a container resource: use cpu, memory, ephemeral-storage`,
+		p + `:26:61: Deployment "web": spec.template.spec.containers[0].resources.requests.cpus: "cpus" is not a container resource: use cpu, memory, ephemeral-storage`,
 		p + `:26:29: Deployment "web": spec.template.spec.containers[0].resources.requests.cpu: request 2 is above the limit 1: lower the request or raise the limit`,
 		p + `:26:50: Deployment "web": spec.template.spec.containers[0].resources.requests.nvidia.com/gpu: request 1 must equal the limit 2: nvidia.com/gpu cannot be overcommitted`,
 		p + `:40:47: StatefulSet "db": spec.template.spec.containers[0].resources.requests.aws.amazon.com/neuron: 0.5 is not a whole number`,
 		p + `:40:72: StatefulSet "db": spec.template.spec.containers[0].resources.requests.example.com/fpga: example.com/fpga is requested without a limit`,
-		p + `:36:20: StatefulSet "db": spec.template.spec.resources.requests.ephemeral-storage: "ephemeral-storage" is not supported at pod level`,
+		p + `:36:39: StatefulSet "db": spec.template.spec.resources.requests.ephemeral-storage: "ephemeral-storage" is not supported at pod level`,
 		p + `:51:37: DaemonSet "agent": spec.template.spec.containers[0].resources: hugepages-2Mi needs a cpu or memory request or limit as well`,
 	}
 	if len(got) != len(want) {
@@ -126,9 +126,9 @@ spec:
 	}
 }
 
-// TestListItemsAreValidatedAtTheList: items of a List are re-encoded, so their problems point
-// at the List's line.
-func TestListItemsAreValidatedAtTheList(t *testing.T) {
+// TestListItemsAreValidatedAtTheirLines: items of a List are read as objects of their own, as
+// kustomize reads them, each problem at its field.
+func TestListItemsAreValidatedAtTheirLines(t *testing.T) {
 	p := writeWorkload(t, "list.yaml", `
 apiVersion: v1
 kind: List
@@ -140,7 +140,7 @@ items:
       containers: [{name: c, resources: {requests: {memory: "-1Gi"}}}]
 `)
 	_, _, err := loadWorkload(p)
-	if err == nil || !strings.HasPrefix(err.Error(), p+`:2: Pod "a": spec.containers[0].resources.requests.memory: -1Gi is negative`) {
+	if err == nil || !strings.HasPrefix(err.Error(), p+`:9:61: Pod "a": spec.containers[0].resources.requests.memory: -1Gi is negative`) {
 		t.Fatalf("got %v", err)
 	}
 }

@@ -117,10 +117,11 @@ func Run(opts Options) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("region %q: %w (embedded catalogs: %s)", region, err, strings.Join(catalog.Regions(), ", "))
 	}
-	ps, warnings, err := loadPools(opts.PoolsPath)
+	ps, err := loadPools(opts.PoolsPath)
 	if err != nil {
 		return nil, err
 	}
+	var warnings []string
 	in := &scheduling.Input{Region: region}
 	for _, np := range ps.pools {
 		nco, _ := catalog.NodeClassOptionsFor(nil)
@@ -157,7 +158,7 @@ func Run(opts Options) (*Report, error) {
 	start := time.Now()
 	res := scheduling.Solve(in)
 	solve := time.Since(start)
-	rep := build(in, res, region)
+	rep := newReport(in, res, region)
 	rep.SolveSeconds = solve.Seconds()
 	rep.warnings = warnings
 	return rep, nil
@@ -186,8 +187,8 @@ func Generate(spec string) ([]*corev1.Pod, error) {
 
 func podName(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
 
-// build turns a result into a report (everything but the solve time).
-func build(in *scheduling.Input, res *scheduling.Result, region string) *Report {
+// newReport turns a result into a report (everything but the solve time).
+func newReport(in *scheduling.Input, res *scheduling.Result, region string) *Report {
 	rep := &Report{NodeClaims: []NodeClaim{}, Placements: []Placement{}, Unschedulable: []Unschedulable{}, region: region, pods: len(in.Pods)}
 	byPool := map[string]*poolReport{}
 	for i := range in.Pools {

@@ -165,22 +165,22 @@ func TestInputErrors(t *testing.T) {
 	dir := t.TempDir()
 	pool := workshopPools
 	typo := strings.Replace(workshopPool(t), "requirements:", "requirement:", 1)
-	typoLine := 1 + strings.Count(typo[:strings.Index(typo, "apiVersion:")], "\n")
+	typoLine := 1 + strings.Count(typo[:strings.Index(typo, "requirement:")], "\n")
 	legacy := write(t, dir, "legacy.yaml", "apiVersion: karpenter.sh/v1beta1\nkind: NodePool\nmetadata:\n  name: old\nspec: {}\n")
 	for _, tc := range []struct {
 		name string
 		opts Options
 		want string
 	}{
-		{"legacy pool", Options{PoolsPath: legacy, Generate: "lognormal:1"}, "legacy.yaml:1: NodePool \"old\" is karpenter.sh/v1beta1"},
+		{"legacy pool", Options{PoolsPath: legacy, Generate: "lognormal:1"}, "legacy.yaml:1:13: NodePool/old apiVersion: karpenter.sh/v1beta1 is not served by Karpenter v1: write karpenter.sh/v1 (karpool migrate"},
 		{"no pools", Options{PoolsPath: write(t, dir, "empty.yaml", "# nothing\n"), Generate: "lognormal:1"}, "no karpenter.sh/v1 NodePool"},
 		{"bad csv column", Options{PoolsPath: pool, WorkloadPath: write(t, dir, "bad.csv", "name,replicas,cpu,memory,colour\nx,1,1,1Gi,red\n")}, "bad.csv:1: unknown column \"colour\""},
 		{"bad csv quantity", Options{PoolsPath: pool, WorkloadPath: write(t, dir, "q.csv", "name,replicas,cpu,memory\nx,1,lots,1Gi\n")}, "q.csv:2: cpu \"lots\""},
 		{"bad profile", Options{PoolsPath: pool, Generate: "poisson:10"}, "unknown profile \"poisson\""},
 		{"bad count", Options{PoolsPath: pool, Generate: "lognormal"}, "want PROFILE:N"},
 		{"bad region", Options{PoolsPath: pool, Generate: "lognormal:1", Region: "mars-1"}, "region \"mars-1\""},
-		// The error names the line where the NodePool document starts (after the file's comments).
-		{"strict pool", Options{PoolsPath: write(t, dir, "typo.yaml", typo), Generate: "lognormal:1"}, fmt.Sprintf("typo.yaml:%d: NodePool \"default\"", typoLine)},
+		// The error names the line of the misspelt field.
+		{"strict pool", Options{PoolsPath: write(t, dir, "typo.yaml", typo), Generate: "lognormal:1"}, fmt.Sprintf("typo.yaml:%d:7: NodePool/default spec.template.spec.requirement: unknown field", typoLine)},
 	} {
 		_, err := Run(tc.opts)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

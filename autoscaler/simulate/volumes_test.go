@@ -166,7 +166,7 @@ spec:
 		}
 	}
 	ws := rep.Warnings()
-	if len(ws) != 1 || !strings.Contains(ws[0], "workload.yaml:1: StatefulSet \"db\"") || !strings.Contains(ws[0], "data-db-0, data-db-1") ||
+	if len(ws) != 1 || !strings.Contains(ws[0], "workload.yaml:1:1: StatefulSet \"db\"") || !strings.Contains(ws[0], "data-db-0, data-db-1") ||
 		!strings.Contains(ws[0], "add the claims") {
 		t.Errorf("warnings %q, want one at the StatefulSet naming data-db-0 and data-db-1 and saying to add them", ws)
 	}
@@ -203,7 +203,7 @@ metadata: {name: data-db-1, namespace: default}
 spec: {storageClassName: gp3}
 `)
 	_, err := Run(Options{PoolsPath: workshopPools, WorkloadPath: wl})
-	if err == nil || !strings.Contains(err.Error(), "w.yaml:32: PersistentVolumeClaim \"data-db-1\" is also defined at "+wl+":7") {
+	if err == nil || !strings.Contains(err.Error(), "w.yaml:32:1: PersistentVolumeClaim \"data-db-1\" is also defined at "+wl+":7:1") {
 		t.Fatalf("error %v, want the second data-db-1 at w.yaml:32 pointing at line 7", err)
 	}
 }

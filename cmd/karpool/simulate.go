@@ -20,7 +20,8 @@ func newSimulateCommand() *cobra.Command {
 		Short: "Show which EC2 capacity the NodePools would launch for a workload, and what it costs",
 		Long: `simulate runs karpool's scheduling engine — the one the controller uses — on the
 karpenter.sh/v1 NodePools (and karpenter.k8s.aws/v1 EC2NodeClasses) under --pools, a file or a
-directory, and on a workload, against the embedded EC2 catalog of --region. It prints the new
+directory read as PoolSync reads spec.path (kustomize build when it holds a kustomization, its
+YAML files otherwise, recursively), and on a workload, against the embedded EC2 catalog of --region. It prints the new
 NodeClaims (instance type × count, capacity type, zone), their cost per hour and per month
 (730 h), requested versus allocatable cpu and memory, two cost lower bounds per pool and
 cost/bound for each, the pods that cannot be scheduled and why, and the solve time. The lower
@@ -30,7 +31,7 @@ on one node, which often makes it higher where the pods' memory:cpu ratios diffe
 types'. Both range over exactly the instance types the pool may launch, burstable ones
 included when the pool allows them, so neither is ever above the cost.
 
-The workload is Kubernetes YAML (Pods, Deployments, ReplicaSets, StatefulSets and DaemonSets;
+The workload is Kubernetes YAML, a file or a directory read the same way (Pods, Deployments, ReplicaSets, StatefulSets and DaemonSets;
 replicas become pending pods, DaemonSets reserve room on every node they would run on; and the
 PersistentVolumeClaims, PersistentVolumes and StorageClasses that confine pods to zones: a
 StatefulSet replica's claim must be in the file, or the replica is reported unschedulable) or a
@@ -80,8 +81,8 @@ pods do not change the exit code; bad input exits 1, a bad invocation 2.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.PoolsPath, "pools", "", "file or directory with NodePools and EC2NodeClasses")
-	f.StringVar(&opts.WorkloadPath, "workload", "", "Kubernetes YAML or CSV workload file")
+	f.StringVar(&opts.PoolsPath, "pools", "", "file or directory (kustomization or YAML files) with NodePools and EC2NodeClasses")
+	f.StringVar(&opts.WorkloadPath, "workload", "", "Kubernetes YAML file or directory, or a CSV of shapes")
 	f.StringVar(&opts.Generate, "generate", "", "generate a workload: PROFILE:N ("+strings.Join(simulate.Profiles, ", ")+")")
 	f.StringVar(&opts.Region, "region", "us-east-1", "catalog region")
 	f.StringVarP(&output, "output", "o", "text", "text or json")

@@ -257,7 +257,7 @@ func (b *builder) objectsOf(name string) ([]*Object, Errors) {
 	}
 	var objs []*Object
 	var errs Errors
-	for _, d := range docs {
+	for _, d := range listItems(docs) {
 		src := Source{File: name, Line: d.Line, Column: d.Column, doc: d}
 		if d.Kind != yaml.MappingNode {
 			continue
@@ -278,6 +278,45 @@ func (b *builder) objectsOf(name string) ([]*Object, Errors) {
 		objs = append(objs, &Object{Object: u, Source: src})
 	}
 	return objs, errs
+}
+
+// listItems replaces each List (kind List, or any kind ending in List, with items) by its items,
+// as kustomize and kubectl read them; each item keeps its own position in the file.
+func listItems(docs []*yaml.Node) []*yaml.Node {
+	var out []*yaml.Node
+	for _, d := range docs {
+		items := mapValue(d, "items")
+		if d.Kind != yaml.MappingNode || !strings.HasSuffix(scalarField(d, "kind"), "List") || items == nil || items.Kind != yaml.SequenceNode {
+			out = append(out, d)
+			continue
+		}
+		for _, item := range items.Content {
+			budget := maxInlined
+			out = append(out, inlineAliases(item, &budget))
+		}
+	}
+	return out
+}
+
+// maxInlined bounds the nodes inlineAliases copies for one item, so that nested aliases (a
+// "billion laughs" document) cannot blow up memory: past it, aliases stay, and reading the item
+// fails with YAML's own error.
+const maxInlined = 100_000
+
+// inlineAliases copies n with each alias replaced by a copy of the node it names: an item of a
+// List is read on its own, away from anchors set in earlier items.
+func inlineAliases(n *yaml.Node, budget *int) *yaml.Node {
+	*budget--
+	if n.Kind == yaml.AliasNode && n.Alias != nil && *budget > 0 {
+		return inlineAliases(n.Alias, budget)
+	}
+	c := *n
+	c.Anchor = ""
+	c.Content = make([]*yaml.Node, len(n.Content))
+	for i, ch := range n.Content {
+		c.Content[i] = inlineAliases(ch, budget)
+	}
+	return &c
 }
 
 func scalarField(m *yaml.Node, key string) string {

@@ -21,29 +21,12 @@ import (
 // line of the field where it is in the source; a field set by a patch or transformer is
 // reported at the closest field that is.
 func (r *runner) kustomize(dir, top string) error {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return &InputError{err}
-	}
-	root := repositoryRoot(abs, top)
-	rel, err := filepath.Rel(root, abs)
-	if err != nil {
-		return &InputError{err}
-	}
-	// Paths of the repository are shown as they look from the directory the user named.
-	display := func(file string) string {
-		p, err := filepath.Rel(abs, filepath.Join(root, filepath.FromSlash(file)))
-		if err != nil {
-			return file
-		}
-		return filepath.Join(dir, p)
-	}
-	objs, err := build.BuildDir(root, filepath.ToSlash(rel))
+	objs, err := build.LoadDir(dir, top)
 	var errs build.Errors
 	if errors.As(err, &errs) {
 		for _, e := range errs {
 			r.report.Findings = append(r.report.Findings, schema.Finding{Severity: schema.Error, Rule: "kustomize",
-				File: display(e.File), Line: e.Line, Column: e.Column, Message: e.Message,
+				File: e.File, Line: e.Line, Column: e.Column, Message: e.Message,
 				Hint: "`kustomize build` on the directory shows kustomize's own errors the same way"})
 		}
 		return nil
@@ -60,7 +43,7 @@ func (r *runner) kustomize(dir, top string) error {
 		if err != nil {
 			return &InputError{err}
 		}
-		d, err := schema.ParseChunk(display(o.Source.File), schema.Chunk{Index: i + 1, Line: 1, Data: data})
+		d, err := schema.ParseChunk(o.Source.File, schema.Chunk{Index: i + 1, Line: 1, Data: data})
 		if err != nil || d == nil {
 			continue
 		}
@@ -78,7 +61,7 @@ func (r *runner) kustomize(dir, top string) error {
 			return
 		}
 		r.report.Checked++
-		relocate := func(f schema.Finding) schema.Finding { return relocate(f, src, display, dir) }
+		relocate := func(f schema.Finding) schema.Finding { return relocate(f, src, dir) }
 		for _, f := range fs {
 			r.report.Findings = append(r.report.Findings, relocate(f))
 		}
@@ -90,9 +73,9 @@ func (r *runner) kustomize(dir, top string) error {
 }
 
 // relocate moves a finding on a built document to the object's source file.
-func relocate(f schema.Finding, src build.Source, display func(string) string, dir string) schema.Finding {
+func relocate(f schema.Finding, src build.Source, dir string) schema.Finding {
 	line, col, exact := src.Find(f.Selectors)
-	f.File, f.Line, f.Column, f.Document = display(src.File), line, col, 0
+	f.File, f.Line, f.Column, f.Document = src.File, line, col, 0
 	switch {
 	case line == 0:
 		f.Hint = strings.TrimSpace(f.Hint + " (in a resource that kustomize generated)")
@@ -100,21 +83,6 @@ func relocate(f schema.Finding, src build.Source, display func(string) string, d
 		f.Hint = strings.TrimSpace(f.Hint + " (the value is set by the kustomization in " + dir + ")")
 	}
 	return f
-}
-
-// repositoryRoot is the directory tree a kustomization may read: the Git work tree around dir,
-// or top outside one (both absolute).
-func repositoryRoot(dir, top string) string {
-	for d := dir; ; {
-		if _, err := os.Stat(filepath.Join(d, ".git")); err == nil {
-			return d
-		}
-		parent := filepath.Dir(d)
-		if parent == d {
-			return top
-		}
-		d = parent
-	}
 }
 
 // kustomizationIn returns the kustomization file of dir, if it has one.
