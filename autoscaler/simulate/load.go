@@ -44,6 +44,15 @@ type doc struct {
 
 func (d *doc) where() string { return d.src.String() }
 
+// at is file:line:col of a field of the document, or of the document when the field is not
+// in its source.
+func (d *doc) at(field ...string) string {
+	if line, col, _ := d.src.Find(field); line > 0 {
+		return fmt.Sprintf("%s:%d:%d", d.src.File, line, col)
+	}
+	return d.where()
+}
+
 func docsOf(objs []*build.Object) ([]doc, error) {
 	out := make([]doc, 0, len(objs))
 	for _, o := range objs {
@@ -102,14 +111,14 @@ func readFile(path string) ([]byte, error) {
 	return data, nil
 }
 
-// poolSet is the NodePools and EC2NodeClasses of a build.
-type poolSet struct {
+// Pools is the NodePools and EC2NodeClasses of a build.
+type Pools struct {
 	pools   []*karpv1.NodePool
 	classes map[string]*awsv1.EC2NodeClass
 	where   map[string]string // pool name -> file:line:col
 }
 
-func loadPools(path string) (*poolSet, error) {
+func loadPools(path string) (*Pools, error) {
 	docs, err := load(path)
 	if err != nil {
 		return nil, err
@@ -124,7 +133,7 @@ func loadPools(path string) (*poolSet, error) {
 // poolsOf decodes the NodePools and EC2NodeClasses among docs, skipping other kinds. They are
 // checked first as PoolSync checks them (validate.Types): a misspelt field or a retired API
 // version is an error at its file:line:col.
-func poolsOf(docs []doc) (*poolSet, error) {
+func poolsOf(docs []doc) (*Pools, error) {
 	objs := make([]*build.Object, len(docs))
 	for i := range docs {
 		objs[i] = docs[i].obj
@@ -136,7 +145,7 @@ func poolsOf(docs []doc) (*poolSet, error) {
 		}
 		return nil, errors.Join(errs...)
 	}
-	ps := &poolSet{classes: map[string]*awsv1.EC2NodeClass{}, where: map[string]string{}}
+	ps := &Pools{classes: map[string]*awsv1.EC2NodeClass{}, where: map[string]string{}}
 	for i := range docs {
 		d := &docs[i]
 		switch {
@@ -164,8 +173,14 @@ func poolsOf(docs []doc) (*poolSet, error) {
 	return ps, nil
 }
 
-// workloadFile is what a workload file adds to the simulation.
-type workloadFile struct {
+// DefaultMaxPods is how many pods a workload may expand to unless told otherwise: ten times
+// the largest benchmark, and far below what would exhaust memory. A pull request can ask for
+// any replica count; without a cap, replicas: 100000000 would take gigabytes before failing.
+const DefaultMaxPods = 100_000
+
+// Workload is what a workload file adds to the simulation.
+type Workload struct {
+	maxPods    int
 	pods       []*corev1.Pod
 	daemonSets []*appsv1.DaemonSet
 	// claims, volumes and classes give the pods' volumes their topology: a claim bound to a
@@ -178,8 +193,27 @@ type workloadFile struct {
 	defined map[string]string
 }
 
+// newWorkload returns an empty workload that may hold maxPods pods (0: DefaultMaxPods).
+func newWorkload(maxPods int) *Workload {
+	if maxPods <= 0 {
+		maxPods = DefaultMaxPods
+	}
+	return &Workload{maxPods: maxPods, defined: map[string]string{}}
+}
+
+// Pods is the number of pods of the workload.
+func (w *Workload) Pods() int { return len(w.pods) }
+
+// room checks that n more pods fit under the cap, before they are made.
+func (w *Workload) room(n int64, where, what string) error {
+	if total := int64(len(w.pods)) + n; total > int64(w.maxPods) {
+		return fmt.Errorf("%s: %s asks for %d pods, which makes the workload %d pods, more than the %d karpool plans at most: lower it, or raise the cap (--max-pods)", where, what, n, total, w.maxPods)
+	}
+	return nil
+}
+
 // addTo adds the workload to a scheduling input.
-func (w *workloadFile) addTo(in *scheduling.Input) {
+func (w *Workload) addTo(in *scheduling.Input) {
 	in.Pods = append(in.Pods, w.pods...)
 	in.DaemonSets = append(in.DaemonSets, w.daemonSets...)
 	in.PersistentVolumeClaims = append(in.PersistentVolumeClaims, w.claims...)
@@ -188,7 +222,7 @@ func (w *workloadFile) addTo(in *scheduling.Input) {
 }
 
 // define records where a claim, volume or class is defined; a second definition is an error.
-func (w *workloadFile) define(d *doc, namespace string) error {
+func (w *Workload) define(d *doc, namespace string) error {
 	key := d.meta.Kind + "/" + namespace + "/" + d.name
 	if prev, dup := w.defined[key]; dup {
 		return fmt.Errorf("%s: %s %q is also defined at %s: remove one of them", d.where(), d.meta.Kind, d.name, prev)
@@ -197,25 +231,68 @@ func (w *workloadFile) define(d *doc, namespace string) error {
 	return nil
 }
 
-func loadWorkload(path string) (*workloadFile, []string, error) {
+// LoadWorkload reads a workload: a CSV of shapes (.csv), or Kubernetes YAML, a file or a
+// directory read as PoolSync reads spec.path. It holds at most maxPods pods (0: DefaultMaxPods).
+func LoadWorkload(path string, maxPods int) (*Workload, []string, error) {
 	if strings.EqualFold(filepath.Ext(path), ".csv") {
 		data, err := readFile(path)
 		if err != nil {
 			return nil, nil, err
 		}
-		w, err := loadCSV(path, data)
+		w, err := loadCSV(path, data, maxPods)
 		return w, nil, err
 	}
 	docs, err := load(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	return workloadOf(docs)
+	return workloadOf(docs, maxPods)
+}
+
+// WorkloadOf is the workload among built objects (Pods, Deployments, ReplicaSets,
+// StatefulSets, DaemonSets and the volume objects); other kinds are skipped without a warning.
+func WorkloadOf(objs []*build.Object, maxPods int) (*Workload, error) {
+	docs, err := docsOf(objs)
+	if err != nil {
+		return nil, err
+	}
+	kept := docs[:0]
+	for _, d := range docs {
+		if workloadKinds[d.meta.Kind] {
+			kept = append(kept, d)
+		}
+	}
+	w, _, err := workloadOf(kept, maxPods)
+	return w, err
+}
+
+// workloadKinds are the kinds a workload is made of.
+var workloadKinds = map[string]bool{"Pod": true, "Deployment": true, "ReplicaSet": true, "StatefulSet": true,
+	"DaemonSet": true, "PersistentVolumeClaim": true, "PersistentVolume": true, "StorageClass": true}
+
+// Merge adds o's objects to w; a claim, volume or class defined in both is an error. The cap
+// is w's.
+func (w *Workload) Merge(o *Workload) error {
+	if err := w.room(int64(len(o.pods)), "workload", "adding the repository's workload"); err != nil {
+		return err
+	}
+	for key, at := range o.defined {
+		if prev, dup := w.defined[key]; dup {
+			return fmt.Errorf("%s: %s is also defined at %s: remove one of them", at, key, prev)
+		}
+		w.defined[key] = at
+	}
+	w.pods = append(w.pods, o.pods...)
+	w.daemonSets = append(w.daemonSets, o.daemonSets...)
+	w.claims = append(w.claims, o.claims...)
+	w.volumes = append(w.volumes, o.volumes...)
+	w.classes = append(w.classes, o.classes...)
+	return nil
 }
 
 // workloadOf turns the workload kinds among docs into pods, daemonsets and volume objects.
-func workloadOf(docs []doc) (*workloadFile, []string, error) {
-	w := &workloadFile{defined: map[string]string{}}
+func workloadOf(docs []doc, maxPods int) (*Workload, []string, error) {
+	w := newWorkload(maxPods)
 	var warnings []string
 	var invalid []error
 	var statefulSets []*statefulSetClaims
@@ -272,6 +349,9 @@ func workloadOf(docs []doc) (*workloadFile, []string, error) {
 			n := int32(1)
 			if replicas != nil {
 				n = *replicas
+			}
+			if err := w.room(int64(n), d.at("spec", "replicas"), fmt.Sprintf("%s %q: spec.replicas", d.meta.Kind, d.name)); err != nil {
+				return nil, nil, err
 			}
 			defaultNamespace(&meta)
 			for i := int32(0); i < n; i++ {
@@ -335,7 +415,7 @@ func workloadOf(docs []doc) (*workloadFile, []string, error) {
 // addEphemeralClaims adds the claims of the pods' generic ephemeral volumes that the workload
 // does not define, as the ephemeral volume controller creates them before the pod is scheduled:
 // <pod>-<volume>, unbound, with the volume's claim template.
-func (w *workloadFile) addEphemeralClaims() {
+func (w *Workload) addEphemeralClaims() {
 	for _, p := range w.pods {
 		for _, v := range p.Spec.Volumes {
 			e := v.Ephemeral
@@ -384,7 +464,7 @@ func (s *statefulSetClaims) addClaims(p *corev1.Pod) {
 // define. The StatefulSet controller would create them; simulate does not invent them, since
 // their volumes' zones decide where the replicas can run: the engine reports those replicas
 // unschedulable, and the warning says how to give the claims.
-func (w *workloadFile) missingClaims(s *statefulSetClaims) []string {
+func (w *Workload) missingClaims(s *statefulSetClaims) []string {
 	var missing []string
 	for _, p := range s.pods {
 		for _, t := range s.templates {
@@ -422,7 +502,7 @@ const CSVColumns = `A workload CSV has a header row and one row per Deployment-l
   labels     (optional) extra pod labels, key=value pairs separated by ';'
 Unknown columns are an error. Lines starting with # are comments.`
 
-func loadCSV(path string, data []byte) (*workloadFile, error) {
+func loadCSV(path string, data []byte, maxPods int) (*Workload, error) {
 	r := csv.NewReader(bytes.NewReader(data))
 	r.Comment = '#'
 	r.TrimLeadingSpace = true
@@ -454,7 +534,7 @@ func loadCSV(path string, data []byte) (*workloadFile, error) {
 		}
 		return ""
 	}
-	w := &workloadFile{}
+	w := newWorkload(maxPods)
 	for n, row := range rows[1:] {
 		line := n + 2
 		name := get(row, "name")
@@ -494,6 +574,9 @@ func loadCSV(path string, data []byte) (*workloadFile, error) {
 		ns := get(row, "namespace")
 		if ns == "" {
 			ns = "default"
+		}
+		if err := w.room(int64(replicas), fmt.Sprintf("%s:%d", path, line), "replicas"); err != nil {
+			return nil, err
 		}
 		for i := 0; i < replicas; i++ {
 			w.pods = append(w.pods, &corev1.Pod{
@@ -609,11 +692,7 @@ func (c *resourceCheck) fail(at fieldPath, format string, args ...any) {
 
 // failAt is fail for a problem of field shown at the position of the field pos.
 func (c *resourceCheck) failAt(pos, at fieldPath, format string, args ...any) {
-	where := c.d.where()
-	if line, col, _ := c.d.src.Find(pos); line > 0 {
-		where = fmt.Sprintf("%s:%d:%d", c.d.src.File, line, col)
-	}
-	c.errs = append(c.errs, fmt.Errorf("%s: %s %q: %s: %s", where, c.d.meta.Kind, c.d.name, at, fmt.Sprintf(format, args...)))
+	c.errs = append(c.errs, fmt.Errorf("%s: %s %q: %s: %s", c.d.at(pos...), c.d.meta.Kind, c.d.name, at, fmt.Sprintf(format, args...)))
 }
 
 // requirements checks one resources block (a container's or the pod's).

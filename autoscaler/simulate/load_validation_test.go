@@ -71,7 +71,7 @@ spec:
           resources:
             limits: {hugepages-2Mi: 1Gi}
 `)
-	_, _, err := loadWorkload(p)
+	_, _, err := LoadWorkload(p, 0)
 	if err == nil {
 		t.Fatal("invalid workload accepted")
 	}
@@ -117,7 +117,7 @@ spec:
         requests: {cpu: 250m, memory: 512Mi, nvidia.com/gpu: 1, hugepages-2Mi: 64Mi, ephemeral-storage: "0"}
         limits: {cpu: 250m, nvidia.com/gpu: 1, hugepages-2Mi: 64Mi}
 `)
-	w, _, err := loadWorkload(p)
+	w, _, err := LoadWorkload(p, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ items:
     spec:
       containers: [{name: c, resources: {requests: {memory: "-1Gi"}}}]
 `)
-	_, _, err := loadWorkload(p)
+	_, _, err := LoadWorkload(p, 0)
 	if err == nil || !strings.HasPrefix(err.Error(), p+`:9:61: Pod "a": spec.containers[0].resources.requests.memory: -1Gi is negative`) {
 		t.Fatalf("got %v", err)
 	}
@@ -147,8 +147,37 @@ items:
 
 func TestCSVNegativeRequest(t *testing.T) {
 	p := writeWorkload(t, "w.csv", "name,replicas,cpu,memory\nweb,2,-1,1Gi\n")
-	_, _, err := loadWorkload(p)
+	_, _, err := LoadWorkload(p, 0)
 	if err == nil || !strings.Contains(err.Error(), p+":2: cpu -1 is negative") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// TestReplicasAreCapped: a replica count past the cap is refused at its line before any pod is
+// made, so the error comes at once and memory stays small; CSV rows and --generate likewise.
+func TestReplicasAreCapped(t *testing.T) {
+	p := writeWorkload(t, "huge.yaml", `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: huge}
+spec:
+  replicas: 100000000
+  template:
+    spec:
+      containers: [{name: c, resources: {requests: {cpu: 100m}}}]
+`)
+	_, _, err := LoadWorkload(p, 0)
+	want := p + `:5:13: Deployment "huge": spec.replicas asks for 100000000 pods, which makes the workload 100000000 pods, more than the 100000 karpool plans at most`
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("got %v, want %s", err, want)
+	}
+	csv := writeWorkload(t, "w.csv", "name,replicas,cpu,memory\na,6,1,1Gi\nb,5,1,1Gi\n")
+	if _, _, err := LoadWorkload(csv, 10); err == nil || !strings.Contains(err.Error(), csv+":3: replicas asks for 5 pods, which makes the workload 11 pods, more than the 10") {
+		t.Fatalf("csv: got %v", err)
+	}
+	if w, _, err := LoadWorkload(csv, 11); err != nil || w.Pods() != 11 {
+		t.Fatalf("csv at the cap: %v", err)
+	}
+	if _, err := Generate("lognormal:11", 10); err == nil || !strings.Contains(err.Error(), "more than the 10") {
+		t.Fatalf("generate: got %v", err)
 	}
 }

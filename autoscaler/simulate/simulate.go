@@ -38,6 +38,8 @@ type Options struct {
 	Generate string
 	// Region selects the catalog; default us-east-1.
 	Region string
+	// MaxPods caps the workload's pods (0: DefaultMaxPods).
+	MaxPods int
 }
 
 // Report is the simulation's outcome. Its JSON encoding (the exported fields) is the contract.
@@ -106,20 +108,47 @@ func (r *Report) Warnings() []string { return r.warnings }
 
 // Run loads the inputs, solves and builds the report.
 func Run(opts Options) (*Report, error) {
-	region := opts.Region
-	if region == "" {
-		region = "us-east-1"
-	}
 	if opts.WorkloadPath == "" && opts.Generate == "" {
 		return nil, fmt.Errorf("no workload: give --workload FILE and/or --generate PROFILE:N")
-	}
-	cat, err := catalog.Load(region)
-	if err != nil {
-		return nil, fmt.Errorf("region %q: %w (embedded catalogs: %s)", region, err, strings.Join(catalog.Regions(), ", "))
 	}
 	ps, err := loadPools(opts.PoolsPath)
 	if err != nil {
 		return nil, err
+	}
+	w := newWorkload(opts.MaxPods)
+	var warnings []string
+	if opts.WorkloadPath != "" {
+		lw, ws, err := LoadWorkload(opts.WorkloadPath, opts.MaxPods)
+		if err != nil {
+			return nil, err
+		}
+		warnings = ws
+		w = lw
+	}
+	if opts.Generate != "" {
+		pods, err := Generate(opts.Generate, w.maxPods-len(w.pods))
+		if err != nil {
+			return nil, err
+		}
+		w.pods = append(w.pods, pods...)
+	}
+	rep, err := Solve(ps, w, opts.Region)
+	if err != nil {
+		return nil, err
+	}
+	rep.warnings = append(warnings, rep.warnings...)
+	return rep, nil
+}
+
+// Solve runs the scheduling engine on a workload and pools against the catalog of region
+// (default us-east-1) and reports the outcome.
+func Solve(ps *Pools, w *Workload, region string) (*Report, error) {
+	if region == "" {
+		region = "us-east-1"
+	}
+	cat, err := catalog.Load(region)
+	if err != nil {
+		return nil, fmt.Errorf("region %q: %w (embedded catalogs: %s)", region, err, strings.Join(catalog.Regions(), ", "))
 	}
 	var warnings []string
 	in := &scheduling.Input{Region: region}
@@ -137,21 +166,7 @@ func Run(opts Options) (*Report, error) {
 		}
 		in.Pools = append(in.Pools, scheduling.Pool{NodePool: np, InstanceTypes: cat.InstanceTypes(nco)})
 	}
-	if opts.WorkloadPath != "" {
-		w, ws, err := loadWorkload(opts.WorkloadPath)
-		if err != nil {
-			return nil, err
-		}
-		warnings = append(warnings, ws...)
-		w.addTo(in)
-	}
-	if opts.Generate != "" {
-		pods, err := Generate(opts.Generate)
-		if err != nil {
-			return nil, err
-		}
-		in.Pods = append(in.Pods, pods...)
-	}
+	w.addTo(in)
 	if len(in.Pods) == 0 {
 		warnings = append(warnings, "the workload has no pods")
 	}
@@ -168,11 +183,15 @@ func Run(opts Options) (*Report, error) {
 // mix), "lognormal:N" (Deployments with Zipf replica counts, lognormal cpu with median 250m,
 // memory about 3 GiB per vCPU) or "smalldeploys:N" (Deployments of 1 to 8 replicas, lognormal
 // cpu, each with its own memory:cpu ratio between 1 and 8 GiB per vCPU).
-func Generate(spec string) ([]*corev1.Pod, error) {
+// At most max pods are made.
+func Generate(spec string, max int) ([]*corev1.Pod, error) {
 	name, count, ok := strings.Cut(spec, ":")
 	n, err := strconv.Atoi(count)
 	if !ok || err != nil || n < 0 {
 		return nil, fmt.Errorf("--generate %q: want PROFILE:N with N a pod count (profiles: %s)", spec, strings.Join(Profiles, ", "))
+	}
+	if n > max {
+		return nil, fmt.Errorf("--generate %q: %d pods is more than the %d karpool plans at most: lower N, or raise the cap (--max-pods)", spec, n, max)
 	}
 	switch name {
 	case "karpenter-bench":

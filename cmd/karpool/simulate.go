@@ -85,6 +85,7 @@ pods do not change the exit code; bad input exits 1, a bad invocation 2.`,
 	f.StringVar(&opts.WorkloadPath, "workload", "", "Kubernetes YAML file or directory, or a CSV of shapes")
 	f.StringVar(&opts.Generate, "generate", "", "generate a workload: PROFILE:N ("+strings.Join(simulate.Profiles, ", ")+")")
 	f.StringVar(&opts.Region, "region", "us-east-1", "catalog region")
+	f.IntVar(&opts.MaxPods, "max-pods", simulate.DefaultMaxPods, "most pods the workload may expand to (replicas included)")
 	f.StringVarP(&output, "output", "o", "text", "text or json")
 	return cmd
 }
