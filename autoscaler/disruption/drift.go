@@ -17,12 +17,12 @@ const (
 	DriftNodeClass    = "NodeClassDrift"
 )
 
-// driftOf says why a NodeClaim no longer matches its NodePool or EC2NodeClass ("" if it does):
+// DriftOf says why a NodeClaim no longer matches its NodePool or EC2NodeClass ("" if it does):
 // the template it was made from changed (the hash it was stamped with differs from the pool's,
 // under the same hash version), one of its labels no longer meets the pool's requirements, or
 // the class's static fields changed since the launch (class may be nil: not judged). Labels the
 // NodeClaim does not carry are not judged.
-func driftOf(nc *karpv1.NodeClaim, np *karpv1.NodePool, class *awsv1.EC2NodeClass) (reason, message string) {
+func DriftOf(nc *karpv1.NodeClaim, np *karpv1.NodePool, class *awsv1.EC2NodeClass) (reason, message string) {
 	if nc.Annotations[karpv1.AnnotationNodePoolHashVersion] == karpv1.NodePoolHashVersion &&
 		nc.Annotations[karpv1.AnnotationNodePoolHash] != np.TemplateHash() {
 		return DriftNodePool, fmt.Sprintf("NodePool %s's template changed since the NodeClaim was created", np.Name)
@@ -80,7 +80,7 @@ func drifted(c *state.Cluster) map[string]Verdict {
 		if np == nil || nc.DeletionTimestamp != nil {
 			continue
 		}
-		if reason, msg := driftOf(nc, np, classOf(c, nc)); reason != "" {
+		if reason, msg := DriftOf(nc, np, classOf(c, nc)); reason != "" {
 			out[nc.Name] = Verdict{reason, msg}
 		}
 	}

@@ -130,6 +130,21 @@ func loadPools(path string) (*Pools, error) {
 	return ps, err
 }
 
+// PoolsOf is the NodePools and EC2NodeClasses among built objects.
+func PoolsOf(objs []*build.Object) (*Pools, error) {
+	docs, err := docsOf(objs)
+	if err != nil {
+		return nil, err
+	}
+	return poolsOf(docs)
+}
+
+// NodePools are the pools, in name order.
+func (ps *Pools) NodePools() []*karpv1.NodePool { return ps.pools }
+
+// Class is the EC2NodeClass of that name, or nil.
+func (ps *Pools) Class(name string) *awsv1.EC2NodeClass { return ps.classes[name] }
+
 // poolsOf decodes the NodePools and EC2NodeClasses among docs, skipping other kinds. They are
 // checked first as PoolSync checks them (validate.Types): a misspelt field or a retired API
 // version is an error at its file:line:col.
@@ -193,8 +208,8 @@ type Workload struct {
 	defined map[string]string
 }
 
-// newWorkload returns an empty workload that may hold maxPods pods (0: DefaultMaxPods).
-func newWorkload(maxPods int) *Workload {
+// NewWorkload returns an empty workload that may hold maxPods pods (0: DefaultMaxPods).
+func NewWorkload(maxPods int) *Workload {
 	if maxPods <= 0 {
 		maxPods = DefaultMaxPods
 	}
@@ -292,7 +307,7 @@ func (w *Workload) Merge(o *Workload) error {
 
 // workloadOf turns the workload kinds among docs into pods, daemonsets and volume objects.
 func workloadOf(docs []doc, maxPods int) (*Workload, []string, error) {
-	w := newWorkload(maxPods)
+	w := NewWorkload(maxPods)
 	var warnings []string
 	var invalid []error
 	var statefulSets []*statefulSetClaims
@@ -534,7 +549,7 @@ func loadCSV(path string, data []byte, maxPods int) (*Workload, error) {
 		}
 		return ""
 	}
-	w := newWorkload(maxPods)
+	w := NewWorkload(maxPods)
 	for n, row := range rows[1:] {
 		line := n + 2
 		name := get(row, "name")

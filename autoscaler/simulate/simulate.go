@@ -57,7 +57,7 @@ type Report struct {
 
 	region   string
 	pods     int
-	pools    []poolReport
+	pools    []PoolSummary
 	warnings []string
 }
 
@@ -84,24 +84,34 @@ type Unschedulable struct {
 	Reason string `json:"reason"`
 }
 
-type poolReport struct {
-	name               string
-	groups             []nodeGroup
-	nodes              int
-	perHour            float64
-	bound, wholePods   float64
-	boundErr           string
-	reqCPU, reqMem     int64 // pods
-	dsCPU, dsMem       int64 // daemonsets
-	allocCPU, allocMem int64
-	pods               int
+// PoolSummary is one NodePool's part of a report: the new nodes the engine planned in it and
+// what they hold. CPU is in millicores, memory in bytes.
+type PoolSummary struct {
+	Name   string
+	Groups []NodeGroup // by cost, dearest first
+	Nodes  int
+	Pods   int
+	// PerHour is the nodes' price; Bound and WholePods the pods' cost lower bounds (0 when
+	// BoundErr says why there is none).
+	PerHour, Bound, WholePods float64
+	BoundErr                  string
+	ReqCPU, ReqMem            int64 // the pods' requests
+	DaemonCPU, DaemonMem      int64 // the daemonsets' requests on the new nodes
+	AllocCPU, AllocMem        int64
+	CapCPU, CapMem            int64 // capacity, which the pool's limits count
+	// LimitCPU and LimitMem are the pool's limits, -1 when it sets none.
+	LimitCPU, LimitMem int64
 }
 
-type nodeGroup struct {
-	instanceType, capacityType, zone string
-	count                            int
-	perHour                          float64
+// NodeGroup is the nodes of one instance type, capacity type and zone.
+type NodeGroup struct {
+	InstanceType, CapacityType, Zone string
+	Count                            int
+	PerHour                          float64
 }
+
+// Pools is the report per NodePool, in name order.
+func (r *Report) Pools() []PoolSummary { return r.pools }
 
 // Warnings are the documents and objects that were skipped or adjusted.
 func (r *Report) Warnings() []string { return r.warnings }
@@ -115,7 +125,7 @@ func Run(opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := newWorkload(opts.MaxPods)
+	w := NewWorkload(opts.MaxPods)
 	var warnings []string
 	if opts.WorkloadPath != "" {
 		lw, ws, err := LoadWorkload(opts.WorkloadPath, opts.MaxPods)
@@ -209,14 +219,18 @@ func podName(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
 // newReport turns a result into a report (everything but the solve time).
 func newReport(in *scheduling.Input, res *scheduling.Result, region string) *Report {
 	rep := &Report{NodeClaims: []NodeClaim{}, Placements: []Placement{}, Unschedulable: []Unschedulable{}, region: region, pods: len(in.Pods)}
-	byPool := map[string]*poolReport{}
+	byPool := map[string]*PoolSummary{}
 	for i := range in.Pools {
-		name := in.Pools[i].NodePool.Name
-		pr := &poolReport{name: name}
-		byPool[name] = pr
-		rep.pools = append(rep.pools, *pr)
+		np := in.Pools[i].NodePool
+		pr := &PoolSummary{Name: np.Name, LimitCPU: -1, LimitMem: -1}
+		if q, ok := np.Spec.Limits[corev1.ResourceCPU]; ok {
+			pr.LimitCPU = q.MilliValue()
+		}
+		if q, ok := np.Spec.Limits[corev1.ResourceMemory]; ok {
+			pr.LimitMem = q.Value()
+		}
+		byPool[np.Name] = pr
 	}
-	rep.pools = rep.pools[:0]
 	poolPods := map[string][]*corev1.Pod{}
 	for i := range res.NodeClaims {
 		nc := &res.NodeClaims[i]
@@ -232,26 +246,28 @@ func newReport(in *scheduling.Input, res *scheduling.Result, region string) *Rep
 		rep.NodeClaims = append(rep.NodeClaims, out)
 		rep.TotalPerHour += out.PricePerHour
 		pr := byPool[nc.Pool]
-		pr.nodes++
-		pr.pods += len(nc.Pods)
-		pr.perHour += out.PricePerHour
-		pr.reqCPU += nc.PodRequests[catalog.CPU]
-		pr.reqMem += nc.PodRequests[catalog.Memory]
-		pr.dsCPU += nc.DaemonSetRequests[catalog.CPU]
-		pr.dsMem += nc.DaemonSetRequests[catalog.Memory]
-		pr.allocCPU += it.Allocatable[catalog.CPU]
-		pr.allocMem += it.Allocatable[catalog.Memory]
+		pr.Nodes++
+		pr.Pods += len(nc.Pods)
+		pr.PerHour += out.PricePerHour
+		pr.ReqCPU += nc.PodRequests[catalog.CPU]
+		pr.ReqMem += nc.PodRequests[catalog.Memory]
+		pr.DaemonCPU += nc.DaemonSetRequests[catalog.CPU]
+		pr.DaemonMem += nc.DaemonSetRequests[catalog.Memory]
+		pr.AllocCPU += it.Allocatable[catalog.CPU]
+		pr.AllocMem += it.Allocatable[catalog.Memory]
+		pr.CapCPU += it.Capacity[catalog.CPU]
+		pr.CapMem += it.Capacity[catalog.Memory]
 		found := false
-		for gi := range pr.groups {
-			g := &pr.groups[gi]
-			if g.instanceType == out.InstanceType && g.capacityType == out.CapacityType && g.zone == out.Zone {
-				g.count++
-				g.perHour += out.PricePerHour
+		for gi := range pr.Groups {
+			g := &pr.Groups[gi]
+			if g.InstanceType == out.InstanceType && g.CapacityType == out.CapacityType && g.Zone == out.Zone {
+				g.Count++
+				g.PerHour += out.PricePerHour
 				found = true
 			}
 		}
 		if !found {
-			pr.groups = append(pr.groups, nodeGroup{out.InstanceType, out.CapacityType, out.Zone, 1, out.PricePerHour})
+			pr.Groups = append(pr.Groups, NodeGroup{out.InstanceType, out.CapacityType, out.Zone, 1, out.PricePerHour})
 		}
 		poolPods[nc.Pool] = append(poolPods[nc.Pool], nc.Pods...)
 	}
@@ -263,21 +279,21 @@ func newReport(in *scheduling.Input, res *scheduling.Result, region string) *Rep
 	}
 	for i := range in.Pools {
 		pr := byPool[in.Pools[i].NodePool.Name]
-		if len(poolPods[pr.name]) > 0 {
-			b, w, err := poolBounds(in, i, poolPods[pr.name])
+		if len(poolPods[pr.Name]) > 0 {
+			b, w, err := poolBounds(in, i, poolPods[pr.Name])
 			if err != nil {
-				pr.boundErr = err.Error()
+				pr.BoundErr = err.Error()
 			} else {
-				pr.bound, pr.wholePods = b, w
+				pr.Bound, pr.WholePods = b, w
 				rep.LowerBoundPerHour += b
 				rep.WholePodBoundPerHour += w
 			}
 		}
-		sort.SliceStable(pr.groups, func(a, b int) bool {
-			if pr.groups[a].perHour != pr.groups[b].perHour {
-				return pr.groups[a].perHour > pr.groups[b].perHour
+		sort.SliceStable(pr.Groups, func(a, b int) bool {
+			if pr.Groups[a].PerHour != pr.Groups[b].PerHour {
+				return pr.Groups[a].PerHour > pr.Groups[b].PerHour
 			}
-			return pr.groups[a].instanceType < pr.groups[b].instanceType
+			return pr.Groups[a].InstanceType < pr.Groups[b].InstanceType
 		})
 		rep.pools = append(rep.pools, *pr)
 	}
@@ -356,25 +372,25 @@ func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Simulated %d pods on %d NodePool(s) in %s; solved in %s.\n", r.pods, len(r.pools), r.region, formatSeconds(r.SolveSeconds))
 	for _, p := range r.pools {
-		fmt.Fprintf(&b, "\nNodePool %s: ", p.name)
-		if p.nodes == 0 {
+		fmt.Fprintf(&b, "\nNodePool %s: ", p.Name)
+		if p.Nodes == 0 {
 			fmt.Fprintf(&b, "no new nodes\n")
 			continue
 		}
-		fmt.Fprintf(&b, "%d new node(s) for %d pod(s), %s/h (%s/month)\n", p.nodes, p.pods, money(p.perHour), monthly(p.perHour))
+		fmt.Fprintf(&b, "%d new node(s) for %d pod(s), %s/h (%s/month)\n", p.Nodes, p.Pods, money(p.PerHour), monthly(p.PerHour))
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		for _, g := range p.groups {
-			fmt.Fprintf(tw, "  %d ×\t%s\t%s\t%s\t%s/h\n", g.count, g.instanceType, g.capacityType, g.zone, money(g.perHour))
+		for _, g := range p.Groups {
+			fmt.Fprintf(tw, "  %d ×\t%s\t%s\t%s\t%s/h\n", g.Count, g.InstanceType, g.CapacityType, g.Zone, money(g.PerHour))
 		}
 		tw.Flush()
 		fmt.Fprintf(&b, "  cpu:    %s requested + %s daemonsets of %s allocatable (%s)\n",
-			cores(p.reqCPU), cores(p.dsCPU), cores(p.allocCPU), percent(p.reqCPU+p.dsCPU, p.allocCPU))
+			cores(p.ReqCPU), cores(p.DaemonCPU), cores(p.AllocCPU), percent(p.ReqCPU+p.DaemonCPU, p.AllocCPU))
 		fmt.Fprintf(&b, "  memory: %s requested + %s daemonsets of %s allocatable (%s)\n",
-			gib(p.reqMem), gib(p.dsMem), gib(p.allocMem), percent(p.reqMem+p.dsMem, p.allocMem))
-		if p.boundErr != "" {
-			fmt.Fprintf(&b, "  lower bound: not available (%s)\n", p.boundErr)
-		} else if p.bound > 0 {
-			fmt.Fprintf(&b, "  lower bound %s/h, cost/bound %.3f%s\n", money(p.bound), p.perHour/p.bound, wholePodText(p.perHour, p.wholePods))
+			gib(p.ReqMem), gib(p.DaemonMem), gib(p.AllocMem), percent(p.ReqMem+p.DaemonMem, p.AllocMem))
+		if p.BoundErr != "" {
+			fmt.Fprintf(&b, "  lower bound: not available (%s)\n", p.BoundErr)
+		} else if p.Bound > 0 {
+			fmt.Fprintf(&b, "  lower bound %s/h, cost/bound %.3f%s\n", money(p.Bound), p.PerHour/p.Bound, wholePodText(p.PerHour, p.WholePods))
 		}
 	}
 	if len(r.Placements) > 0 {

@@ -264,14 +264,14 @@ func TestBoundsNeverAboveCost(t *testing.T) {
 			t.Errorf("%s: no burstable type launched, so the case does not test what it should", tc.name)
 		}
 		for _, p := range rep.pools {
-			if p.boundErr != "" {
-				t.Errorf("%s: pool %s: no bound: %s", tc.name, p.name, p.boundErr)
+			if p.BoundErr != "" {
+				t.Errorf("%s: pool %s: no bound: %s", tc.name, p.Name, p.BoundErr)
 			}
-			if p.nodes > 0 && p.bound <= 0 {
-				t.Errorf("%s: pool %s: bound %v for %d nodes", tc.name, p.name, p.bound, p.nodes)
+			if p.Nodes > 0 && p.Bound <= 0 {
+				t.Errorf("%s: pool %s: bound %v for %d nodes", tc.name, p.Name, p.Bound, p.Nodes)
 			}
-			if p.bound > p.perHour*(1+1e-9) || p.wholePods > p.perHour*(1+1e-9) {
-				t.Errorf("%s: pool %s costs %v/h, below its bounds %v (lower) and %v (whole-pod)", tc.name, p.name, p.perHour, p.bound, p.wholePods)
+			if p.Bound > p.PerHour*(1+1e-9) || p.WholePods > p.PerHour*(1+1e-9) {
+				t.Errorf("%s: pool %s costs %v/h, below its bounds %v (lower) and %v (whole-pod)", tc.name, p.Name, p.PerHour, p.Bound, p.WholePods)
 			}
 		}
 		if rep.LowerBoundPerHour > rep.TotalPerHour*(1+1e-9) || rep.WholePodBoundPerHour > rep.TotalPerHour*(1+1e-9) {

@@ -45,6 +45,7 @@ and runs a bundled autoscaling core that launches the cheapest EC2 capacity that
 	root.AddCommand(newAWSSimCommand())
 	root.AddCommand(newReconcileCommand())
 	root.AddCommand(newSimulateCommand())
+	root.AddCommand(newPlanCommand())
 	root.AddCommand(newControllerCommand())
 	root.AddCommand(newUpCommand())
 	return root

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"path"
 	"sort"
 	"strings"
 	"sync"
@@ -277,23 +278,42 @@ func (g *gitOp) wrap(doing string, err error) error {
 	return &Error{Kind: kind, URL: g.shown, Err: fmt.Errorf("%s the repository: %s", doing, scrub(msg, g.creds.secrets()))}
 }
 
-// readTree reads every regular file of the commit.
+// Bounds on what a tree may hold. A repository is untrusted input (a pull request can carry
+// anything), and its files are held in memory: a manifest larger than MaxManifestBytes is
+// refused, other large files (binaries, archives) are left out, and a tree larger than
+// MaxTreeBytes in all is refused.
+const (
+	MaxManifestBytes = 10 << 20
+	MaxTreeBytes     = 256 << 20
+)
+
+// readTree reads the regular files of the commit, within the bounds above.
 func readTree(c *object.Commit) (map[string][]byte, error) {
 	tree, err := c.Tree()
 	if err != nil {
 		return nil, err
 	}
 	files := map[string][]byte{}
+	total := int64(0)
 	err = tree.Files().ForEach(func(f *object.File) error {
 		if f.Mode != filemode.Regular && f.Mode != filemode.Executable {
 			return nil
+		}
+		if f.Size > MaxManifestBytes {
+			if manifest(f.Name) {
+				return fmt.Errorf("%s is %d MiB, more than the %d MiB a manifest may be", f.Name, f.Size>>20, MaxManifestBytes>>20)
+			}
+			return nil
+		}
+		if total += f.Size; total > MaxTreeBytes {
+			return fmt.Errorf("the files of the commit exceed %d MiB", MaxTreeBytes>>20)
 		}
 		r, err := f.Reader()
 		if err != nil {
 			return err
 		}
 		defer r.Close()
-		data, err := io.ReadAll(r)
+		data, err := io.ReadAll(io.LimitReader(r, MaxManifestBytes+1))
 		if err != nil {
 			return err
 		}
@@ -301,6 +321,42 @@ func readTree(c *object.Commit) (map[string][]byte, error) {
 		return nil
 	})
 	return files, err
+}
+
+// manifest says whether a file may be read by a build: YAML, JSON or a kustomization.
+func manifest(name string) bool {
+	switch strings.ToLower(path.Ext(name)) {
+	case ".yaml", ".yml", ".json":
+		return true
+	}
+	return path.Base(name) == "Kustomization"
+}
+
+// ReadLocal reads one revision of a repository on disk (dir or any directory below its work
+// tree): rev is anything git rev-parse takes (main, v1.2.0, HEAD~1, a commit id). The
+// revision is named Flux style: rev@sha1:<hex>, or sha1:<hex> when rev is the commit id.
+func ReadLocal(dir, rev string) (*Artifact, error) {
+	repo, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true})
+	if err != nil {
+		return nil, &Error{Kind: Invalid, URL: dir, Err: fmt.Errorf("opening the repository: %w", err)}
+	}
+	h, err := repo.ResolveRevision(plumbing.Revision(rev))
+	if err != nil {
+		return nil, &Error{Kind: RefNotFound, URL: dir, Err: fmt.Errorf("revision %q: %w", rev, err)}
+	}
+	c, err := repo.CommitObject(*h)
+	if err != nil {
+		return nil, &Error{Kind: RefNotFound, URL: dir, Err: fmt.Errorf("revision %q is not a commit: %w", rev, err)}
+	}
+	files, err := readTree(c)
+	if err != nil {
+		return nil, &Error{Kind: Invalid, URL: dir, Err: fmt.Errorf("reading %s: %w", rev, err)}
+	}
+	name := "sha1:" + c.Hash.String()
+	if !strings.HasPrefix(c.Hash.String(), strings.ToLower(rev)) {
+		name = rev + "@" + name
+	}
+	return &Artifact{URL: dir, Revision: name, Commit: c.Hash.String(), Files: files}, nil
 }
 
 // highestMatching picks the highest tag inside the range, reading tags as Flux does: strict

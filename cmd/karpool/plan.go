@@ -1,0 +1,156 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/karpool/karpool/autoscaler/catalog"
+	"github.com/karpool/karpool/autoscaler/simulate"
+	"github.com/karpool/karpool/reconciler/review"
+	"github.com/karpool/karpool/reconciler/source"
+)
+
+type planOptions struct {
+	repo, base, head, path string
+	workload, region       string
+	output                 string
+	maxPods                int
+}
+
+func newPlanCommand() *cobra.Command {
+	var o planOptions
+	cmd := &cobra.Command{
+		Use:   "plan --base REF [--head REF] [--repo PATH|URL] [--path P] [--workload FILE] [--output text|markdown|json]",
+		Short: "Show what a change to the pools repository does to nodes, instance types and cost, before it is merged",
+		Long: `plan reads two revisions of a pools repository exactly as a PoolSync would — kustomize build
+of --path when it holds a kustomization, its YAML files otherwise — and validates both with the
+controller's checks. It then places one workload on each revision's NodePools with karpool's
+scheduling engine and compares them: nodes by instance type and capacity type, cost per month
+(730 h), cpu and memory requested against allocatable, what the pools' limits leave, cost
+against the lower bound, the pods that would no longer fit and why, and the nodes that drift
+would replace (the disruption controller's drift rules applied to the nodes the base revision
+runs). The rendered objects that differ are shown as a diff.
+
+The workload is --workload (Kubernetes YAML, a file or directory, or a CSV of shapes; see
+'karpool simulate --help') plus the Pods, Deployments, ReplicaSets, StatefulSets and DaemonSets
+that each revision holds under --path.
+
+--repo is a work tree on disk (default: the current directory) or a URL (https://, ssh://,
+file://) cloned into memory; REF is a branch, tag or commit id (on disk, anything git rev-parse
+accepts, such as HEAD~1). Nothing in the repository is executed: kustomize plugins, exec
+functions and remote bases are refused, files are read with size limits, and a workload may
+expand to at most --max-pods pods.
+
+--output markdown is the pull-request comment (see DESIGN: a headline with the monthly delta,
+a Previous | New | Diff table per pool, details with the manifest diff and the assumptions),
+below 65,000 characters. Exit status: 0 planned, 1 the head revision does not build or
+validate (the output says where), 2 usage or I/O error.`,
+		Example: `  karpool plan --base main --head HEAD --path pools --workload workload.yaml
+  karpool plan --repo https://github.com/acme/pools --base main --head feature/t3-medium --output markdown
+  karpool plan --base HEAD~1 --path examples/workshop --workload examples/workshop/workload --output json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.check(); err != nil {
+				return usageError{err}
+			}
+			return runPlan(cmd, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.repo, "repo", ".", "repository: a directory of a work tree, or a URL")
+	f.StringVar(&o.base, "base", "", "revision the change starts from (required)")
+	f.StringVar(&o.head, "head", "HEAD", "revision with the change")
+	f.StringVar(&o.path, "path", ".", "directory of the repository that PoolSync reads (spec.path)")
+	f.StringVar(&o.workload, "workload", "", "workload: Kubernetes YAML file or directory, or a CSV of shapes")
+	f.StringVar(&o.region, "region", "us-east-1", "catalog region for prices")
+	f.StringVarP(&o.output, "output", "o", "text", "text, markdown or json")
+	f.IntVar(&o.maxPods, "max-pods", simulate.DefaultMaxPods, "most pods a revision's workload may expand to")
+	return cmd
+}
+
+func (o planOptions) check() error {
+	switch {
+	case o.base == "":
+		return errors.New("--base is required: the revision the change starts from, e.g. main")
+	case !slices.Contains([]string{"text", "markdown", "json"}, o.output):
+		return fmt.Errorf("--output %q: want text, markdown or json", o.output)
+	case !slices.Contains(catalog.Regions(), o.region):
+		return fmt.Errorf("--region %q: embedded catalogs: %s", o.region, strings.Join(catalog.Regions(), ", "))
+	case o.maxPods <= 0:
+		return fmt.Errorf("--max-pods %d: want a positive count", o.maxPods)
+	}
+	return nil
+}
+
+func runPlan(cmd *cobra.Command, o planOptions) error {
+	// Not finding the repository or a revision is an I/O error (exit 2), like vet's.
+	base, err := readRevision(cmd, o.repo, o.base)
+	if err != nil {
+		return usageError{err}
+	}
+	head, err := readRevision(cmd, o.repo, o.head)
+	if err != nil {
+		return usageError{err}
+	}
+	in := review.Input{
+		Base: review.Tree{Revision: base.Revision, Files: base.Files},
+		Head: review.Tree{Revision: head.Revision, Files: head.Files},
+		Path: o.path, Region: o.region, MaxPods: o.maxPods,
+	}
+	if o.workload != "" {
+		w, warnings, err := simulate.LoadWorkload(o.workload, o.maxPods)
+		if err != nil {
+			return invalidInput{err.Error()}
+		}
+		for _, msg := range warnings {
+			fmt.Fprintln(cmd.ErrOrStderr(), "warning:", msg)
+		}
+		in.Workload, in.WorkloadSource = w, o.workload
+	}
+	plan, err := review.Make(cmd.Context(), in)
+	if err != nil {
+		return err
+	}
+	if err := writePlan(cmd.OutOrStdout(), plan, o.output); err != nil {
+		return err
+	}
+	if plan.Failed() {
+		return invalidInput{fmt.Sprintf("the head revision %s does not validate", head.Revision)}
+	}
+	return nil
+}
+
+func writePlan(w io.Writer, p *review.Plan, output string) error {
+	switch output {
+	case "json":
+		return p.WriteJSON(w)
+	case "markdown":
+		_, err := io.WriteString(w, p.Markdown(resolvedVersion()))
+		return err
+	}
+	_, err := io.WriteString(w, p.Text())
+	return err
+}
+
+var commitID = regexp.MustCompile(`^[0-9a-fA-F]{40}$`)
+
+// readRevision reads a revision of a work tree on disk, or clones it from a URL.
+func readRevision(cmd *cobra.Command, repo, rev string) (*source.Artifact, error) {
+	if !strings.Contains(repo, "://") {
+		return source.ReadLocal(repo, rev)
+	}
+	ref := source.Ref{Branch: rev}
+	switch {
+	case commitID.MatchString(rev):
+		ref = source.Ref{Commit: strings.ToLower(rev)}
+	case strings.HasPrefix(rev, "refs/tags/"):
+		ref = source.Ref{Tag: strings.TrimPrefix(rev, "refs/tags/")}
+	}
+	return source.NewFetcher().Fetch(cmd.Context(), source.Request{URL: repo, Ref: ref})
+}

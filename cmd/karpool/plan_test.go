@@ -1,0 +1,192 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	gogit "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/karpool/karpool/reconciler/build"
+)
+
+// commitFiles writes files into the work tree and commits them all.
+func commitFiles(t *testing.T, repo *gogit.Repository, dir, msg string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wt, err := repo.Worktree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wt.AddGlob("."); err != nil {
+		t.Fatal(err)
+	}
+	sig := &object.Signature{Name: "test", Email: "test@example.com", When: time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)}
+	if _, err := wt.Commit(msg, &gogit.CommitOptions{Author: sig}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readExample(t *testing.T, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("../../examples/workshop", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// overlayRepo is a repository whose pools are a kustomize overlay: base/ holds the workshop
+// pools, prod/ patches the NodePool to c5.xlarge and adds the inflate Deployment (5 replicas).
+func overlayRepo(t *testing.T) (string, *gogit.Repository) {
+	t.Helper()
+	dir := t.TempDir()
+	repo, err := gogit.PlainInit(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inflate := strings.Replace(readExample(t, "workload/inflate.yaml"), "\n  replicas: 0\n", "\n  replicas: 5\n", 1)
+	commitFiles(t, repo, dir, "base", map[string]string{
+		"base/kustomization.yaml": readExample(t, "kustomization.yaml"),
+		"base/ec2nodeclass.yaml":  readExample(t, "ec2nodeclass.yaml"),
+		"base/nodepool.yaml":      readExample(t, "nodepool.yaml"),
+		"prod/inflate.yaml":       inflate,
+		"prod/kustomization.yaml": `resources: [../base, inflate.yaml]
+patches:
+  - target: {kind: NodePool, name: default}
+    patch: |
+      - op: replace
+        path: /spec/template/spec/requirements/0/values
+        value: [c5.xlarge]
+`,
+	})
+	return dir, repo
+}
+
+// TestPipelinesAgreeOnAnOverlay: vet, simulate, plan and PoolSync's build read the same
+// kustomize overlay the same way — the patched instance type everywhere, the same objects.
+func TestPipelinesAgreeOnAnOverlay(t *testing.T) {
+	dir, _ := overlayRepo(t)
+	prod := filepath.Join(dir, "prod")
+
+	out, err := run("vet", "--output", "json", prod)
+	if err != nil {
+		t.Fatalf("vet: %v\n%s", err, out)
+	}
+	var vetted struct {
+		Checked  int   `json:"checked"`
+		Findings []any `json:"findings"`
+	}
+	if err := json.Unmarshal([]byte(out), &vetted); err != nil || vetted.Checked != 2 || len(vetted.Findings) != 0 {
+		t.Fatalf("vet checked %d documents with findings %v (%v), want the 2 pool documents clean:\n%s", vetted.Checked, vetted.Findings, err, out)
+	}
+
+	out, err = run("simulate", "--pools", prod, "--workload", prod, "--output", "json")
+	if err != nil {
+		t.Fatalf("simulate: %v\n%s", err, out)
+	}
+	var sim struct {
+		NodeClaims []struct {
+			InstanceType string   `json:"instanceType"`
+			Pods         []string `json:"pods"`
+		} `json:"nodeClaims"`
+		TotalPerHour float64 `json:"totalPerHour"`
+	}
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &sim); err != nil {
+		t.Fatal(err)
+	}
+	for _, nc := range sim.NodeClaims {
+		if nc.InstanceType != "c5.xlarge" {
+			t.Errorf("simulate planned %s; the overlay allows only c5.xlarge", nc.InstanceType)
+		}
+	}
+
+	out, err = run("plan", "--repo", dir, "--base", "HEAD", "--head", "HEAD", "--path", "prod", "--output", "json")
+	if err != nil {
+		t.Fatalf("plan: %v\n%s", err, out)
+	}
+	var planned struct {
+		Head struct {
+			Pods    int     `json:"pods"`
+			PerHour float64 `json:"perHour"`
+		} `json:"head"`
+		Pools []struct {
+			Head struct{ Groups []struct{ InstanceType string } } `json:"head"`
+		} `json:"pools"`
+	}
+	if err := json.Unmarshal([]byte(out), &planned); err != nil {
+		t.Fatal(err)
+	}
+	if planned.Head.Pods != 5 || planned.Head.PerHour != sim.TotalPerHour || len(planned.Pools) != 1 ||
+		len(planned.Pools[0].Head.Groups) == 0 || planned.Pools[0].Head.Groups[0].InstanceType != "c5.xlarge" {
+		t.Errorf("plan's head %+v %+v differs from simulate's %.4f/h on c5.xlarge", planned.Head, planned.Pools, sim.TotalPerHour)
+	}
+
+	// PoolSync builds the fetched files with build.Build; the command line reads the work tree
+	// with build.LoadDir. Both must give the same objects.
+	files := map[string][]byte{}
+	for _, name := range []string{"base/kustomization.yaml", "base/ec2nodeclass.yaml", "base/nodepool.yaml", "prod/inflate.yaml", "prod/kustomization.yaml"} {
+		data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(name)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[name] = data
+	}
+	fromGit, err := build.Build(files, "prod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromDisk, err := build.LoadDir(prod, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fromGit) != 3 || len(fromDisk) != len(fromGit) {
+		t.Fatalf("PoolSync's build has %d objects, the command line's %d; want 3", len(fromGit), len(fromDisk))
+	}
+	for i := range fromGit {
+		a, _ := fromGit[i].Object.MarshalJSON()
+		b, _ := fromDisk[i].Object.MarshalJSON()
+		if string(a) != string(b) {
+			t.Errorf("object %d differs:\n%s\n%s", i, a, b)
+		}
+	}
+}
+
+// TestPlanExitCodes: a head that does not validate exits 1 with the error at its file:line;
+// a Deployment asking for 100,000,000 replicas likewise, at once; an unknown revision is an
+// I/O error (2).
+func TestPlanExitCodes(t *testing.T) {
+	dir, repo := overlayRepo(t)
+	commitFiles(t, repo, dir, "typo", map[string]string{
+		"base/nodepool.yaml": strings.Replace(readExample(t, "nodepool.yaml"), "  limits:", "  limit:", 1),
+	})
+	out, err := run("plan", "--repo", dir, "--base", "HEAD~1", "--path", "prod", "--output", "markdown")
+	if err == nil || exitCode(err) != 1 || !strings.Contains(out, "`base/nodepool.yaml:31:3` NodePool/default `spec.limit`: unknown field") {
+		t.Errorf("typo: exit %v, output:\n%s", err, out)
+	}
+
+	commitFiles(t, repo, dir, "huge", map[string]string{
+		"base/nodepool.yaml": readExample(t, "nodepool.yaml"),
+		"prod/inflate.yaml":  strings.Replace(readExample(t, "workload/inflate.yaml"), "\n  replicas: 0\n", "\n  replicas: 100000000\n", 1),
+	})
+	out, err = run("plan", "--repo", dir, "--base", "HEAD~2", "--path", "prod")
+	if err == nil || exitCode(err) != 1 || !strings.Contains(out, "prod/inflate.yaml:14:13: Deployment \"inflate\": spec.replicas asks for 100000000 pods") {
+		t.Errorf("huge: exit %v, output:\n%s", err, out)
+	}
+
+	if _, err := run("plan", "--repo", dir, "--base", "no-such-branch"); err == nil || exitCode(err) != 2 {
+		t.Errorf("unknown revision: %v, want exit 2", err)
+	}
+}

@@ -1,0 +1,282 @@
+package review
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/karpool/karpool/autoscaler/catalog"
+	"github.com/karpool/karpool/autoscaler/simulate"
+	"github.com/karpool/karpool/reconciler/validate"
+)
+
+// Marker starts every comment karpool writes, so that the one sticky comment of a pull
+// request can be found again and updated; the path tells apart the comments of two PoolSyncs
+// that watch different paths of one repository.
+func Marker(path string) string {
+	return fmt.Sprintf("<!-- karpool-plan path=%q -->", cleanPath(path))
+}
+
+// MaxComment is the longest comment written: GitHub refuses bodies of 65,536 characters and
+// more, Gitea accepts them; the margin leaves room for the truncation note.
+const MaxComment = 65_000
+
+// Markdown renders the plan as a pull-request comment: the headline with the monthly delta, a
+// Previous | New | Diff table per pool, pods that would not fit, nodes that would be replaced,
+// validation errors with file:line, the rendered manifest diff and the assumptions, in at most
+// MaxComment characters.
+func (p *Plan) Markdown(version string) string {
+	var b strings.Builder
+	b.WriteString(Marker(p.Path) + "\n")
+	fmt.Fprintf(&b, "### karpool plan for `%s`\n\n", cleanPath(p.Path))
+	b.WriteString(p.headline() + "\n\n")
+	fmt.Fprintf(&b, "Base `%s` → head `%s`; %s.\n\n", p.Base.Revision, p.Head.Revision, p.workloadWords())
+	p.errorsSection(&b)
+	p.poolTable(&b)
+	p.unschedulableSection(&b)
+	p.replacedSection(&b)
+	tail := p.assumptions(version)
+	diff := p.diffSection(MaxComment - b.Len() - len(tail))
+	b.WriteString(diff)
+	b.WriteString(tail)
+	return capLength(b.String(), MaxComment)
+}
+
+// headline is the one line a reviewer reads first.
+func (p *Plan) headline() string {
+	switch {
+	case p.Failed():
+		return "**❌ The head revision does not validate: PoolSync would apply nothing.**"
+	case !p.Base.Planned():
+		return fmt.Sprintf("**Estimated node cost: %s per month** (the base revision could not be planned: %s)", monthly(p.Head.PerHour), oneLine(p.Base.Error, p.Base.Findings))
+	}
+	before, after := p.Base.PerHour*catalog.HoursPerMonth, p.Head.PerHour*catalog.HoursPerMonth
+	if math.Abs(after-before) < 0.005 {
+		return fmt.Sprintf("**Estimated node cost: %s per month, unchanged.**", dollars(after))
+	}
+	rel := ""
+	if before > 0 {
+		rel = fmt.Sprintf(", %+.1f %%", 100*(after-before)/before)
+	}
+	return fmt.Sprintf("**Estimated node cost: %s → %s per month (%s%s)**", dollars(before), dollars(after), signed(after-before), rel)
+}
+
+func (p *Plan) workloadWords() string {
+	n := p.Head.Pods
+	if !p.Head.Planned() {
+		n = p.Base.Pods
+	}
+	src := "the workload objects under the path"
+	if p.WorkloadAt != "" {
+		src = p.WorkloadAt + " and the workload objects under the path"
+	}
+	return fmt.Sprintf("%d pods from %s, priced in %s", n, src, p.Region)
+}
+
+func (p *Plan) errorsSection(b *strings.Builder) {
+	if !p.Failed() {
+		return
+	}
+	b.WriteString("#### Validation errors\n\n")
+	if p.Head.Error != "" {
+		for _, e := range strings.Split(p.Head.Error, "; ") {
+			fmt.Fprintf(b, "- %s\n", mdEscape(e))
+		}
+	}
+	for _, f := range p.Head.Findings {
+		where := f.File
+		if f.Line > 0 {
+			where = fmt.Sprintf("%s:%d:%d", f.File, f.Line, f.Column)
+		}
+		field := ""
+		if f.Path != "" {
+			field = " `" + f.Path + "`"
+		}
+		fmt.Fprintf(b, "- `%s` %s%s: %s\n", where, f.Object, field, mdEscape(f.Message))
+	}
+	b.WriteString("\n")
+}
+
+// poolTable compares the pools; it is left out when the head was not planned, since nothing of
+// it would be applied.
+func (p *Plan) poolTable(b *strings.Builder) {
+	if len(p.Pools) == 0 || !p.Head.Planned() {
+		return
+	}
+	b.WriteString("| NodePool | | Previous | New | Diff |\n|---|---|---|---|---|\n")
+	for _, c := range p.Pools {
+		rows := [][4]string{
+			{"nodes", nodesCell(c.Base), nodesCell(c.Head), countDiff(c.Base, c.Head)},
+			{"$/month", costCell(c.Base), costCell(c.Head), costDiff(c.Base, c.Head)},
+			{"cpu requested / allocatable", usage(c.Base, cpu), usage(c.Head, cpu), ""},
+			{"memory requested / allocatable", usage(c.Base, memory), usage(c.Head, memory), ""},
+			{"limit headroom", headroom(c.Base), headroom(c.Head), ""},
+			{"cost / lower bound", ratio(c.Base), ratio(c.Head), ""},
+		}
+		for i, r := range rows {
+			name := ""
+			if i == 0 {
+				name = "**" + c.Name + "**"
+			}
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", name, r[0], r[1], r[2], r[3])
+		}
+	}
+	b.WriteString("\n")
+}
+
+func (p *Plan) unschedulableSection(b *strings.Builder) {
+	if len(p.Unschedulable) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "#### ⚠️ Pods that would no longer fit (%d)\n\n", len(p.Unschedulable))
+	for _, g := range byReason(p.Unschedulable) {
+		fmt.Fprintf(b, "- %s: %s\n", podList(g.pods), mdEscape(g.reason))
+	}
+	b.WriteString("\n")
+}
+
+func (p *Plan) replacedSection(b *strings.Builder) {
+	if len(p.Replaced) == 0 {
+		return
+	}
+	total := 0
+	for _, r := range p.Replaced {
+		total += r.Nodes
+	}
+	fmt.Fprintf(b, "#### Nodes that would be replaced (%d)\n\n", total)
+	for _, r := range p.Replaced {
+		fmt.Fprintf(b, "- **%s**: %d %s (%s): %s", r.Pool, r.Nodes, plural(r.Nodes, "node"), r.Reason, mdEscape(r.Message))
+		if r.Reason != "NodePoolRemoved" {
+			fmt.Fprintf(b, "; the Drifted budget lets %d go at a time", r.AtATime)
+		}
+		b.WriteString(".\n")
+	}
+	b.WriteString("\n")
+}
+
+// diffSection is the rendered manifest diff in a <details> block, cut to fit room characters.
+func (p *Plan) diffSection(room int) string {
+	if len(p.Objects) == 0 {
+		return ""
+	}
+	counts := map[string]int{}
+	for _, o := range p.Objects {
+		counts[o.Change]++
+	}
+	var parts []string
+	for _, c := range []string{"change", "add", "remove"} {
+		if counts[c] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[c], map[string]string{"change": "changed", "add": "added", "remove": "removed"}[c]))
+		}
+	}
+	head := fmt.Sprintf("<details><summary>Rendered manifests: %s</summary>\n\n```diff\n", strings.Join(parts, ", "))
+	foot := "```\n\n</details>\n\n"
+	var body strings.Builder
+	for _, o := range p.Objects {
+		body.WriteString(strings.ReplaceAll(o.Diff, "```", "'''"))
+	}
+	room -= len(head) + len(foot)
+	text := body.String()
+	if len(text) > room {
+		note := "… diff cut to fit the comment: run `karpool plan --output text` for all of it\n"
+		text = cutAtLine(text, room-len(note)) + note
+	}
+	return head + text + foot
+}
+
+func (p *Plan) assumptions(version string) string {
+	var b strings.Builder
+	b.WriteString("<details><summary>Assumptions</summary>\n\n")
+	fmt.Fprintf(&b, "- Prices: karpool's embedded EC2 catalog for %s (on-demand list prices; spot prices are a snapshot), each node with its EBS volumes; %d hours a month.\n", p.Region, int(catalog.HoursPerMonth))
+	b.WriteString("- Sizing follows the pods' resource requests, not their usage; each revision places the whole workload on new nodes with karpool's scheduling engine.\n")
+	b.WriteString("- Replacements apply karpool's drift rules to the nodes the base revision would run.\n")
+	b.WriteString("\n</details>\n\n")
+	fmt.Fprintf(&b, "<sub>karpool plan %s</sub>\n", version)
+	return b.String()
+}
+
+// capLength cuts s to at most max characters at a line boundary, with a note.
+func capLength(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	note := "\n\n… the comment was cut at " + fmt.Sprint(max) + " characters: run `karpool plan` for the whole plan.\n"
+	return cutAtLine(s, max-len(note)) + note
+}
+
+func cutAtLine(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[:i+1]
+	}
+	return ""
+}
+
+type reasonGroup struct {
+	reason string
+	pods   []string
+}
+
+func byReason(us []simulate.Unschedulable) []reasonGroup {
+	idx := map[string]int{}
+	var out []reasonGroup
+	for _, u := range us {
+		i, ok := idx[u.Reason]
+		if !ok {
+			i = len(out)
+			idx[u.Reason] = i
+			out = append(out, reasonGroup{reason: u.Reason})
+		}
+		out[i].pods = append(out[i].pods, u.Pod)
+	}
+	return out
+}
+
+func podList(pods []string) string {
+	shown := pods
+	if len(shown) > 5 {
+		shown = shown[:5]
+	}
+	s := "`" + strings.Join(shown, "`, `") + "`"
+	if len(pods) > len(shown) {
+		s += fmt.Sprintf(" and %d more", len(pods)-len(shown))
+	}
+	return s
+}
+
+func oneLine(err string, fs []validate.Finding) string {
+	if err != "" {
+		return err
+	}
+	if len(fs) > 0 {
+		return fs[0].String()
+	}
+	return ""
+}
+
+func cleanPath(p string) string {
+	p = strings.Trim(p, "/")
+	if p == "" || p == "." {
+		return "./"
+	}
+	return p + "/"
+}
+
+// mdEscape keeps a message from breaking a table or list: pipes and newlines.
+func mdEscape(s string) string {
+	s = strings.ReplaceAll(s, "|", `\|`)
+	return strings.Join(strings.Fields(s), " ")
+}
+
+func plural(n int, s string) string {
+	if n == 1 {
+		return s
+	}
+	return s + "s"
+}

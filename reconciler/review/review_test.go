@@ -1,0 +1,259 @@
+package review
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+const nodeClass = `apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata:
+  name: default
+spec:
+  amiSelectorTerms:
+    - alias: al2023@latest
+  role: KarpenterNodeRole-demo
+  subnetSelectorTerms:
+    - tags: {karpenter.sh/discovery: demo}
+  securityGroupSelectorTerms:
+    - tags: {karpenter.sh/discovery: demo}
+`
+
+// pool is seed 002's NodePool: t3.small, on-demand, limits cpu 20 and memory 40Gi.
+func pool(types, cpuLimit, label string) string {
+	return fmt.Sprintf(`apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: default
+spec:
+  template:
+    metadata:
+      labels: {team: %s}
+    spec:
+      requirements:
+        - key: node.kubernetes.io/instance-type
+          operator: In
+          values: [%s]
+        - key: karpenter.sh/capacity-type
+          operator: In
+          values: [on-demand]
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+  limits:
+    cpu: "%s"
+    memory: 40Gi
+  disruption:
+    consolidationPolicy: WhenEmptyOrUnderutilized
+    consolidateAfter: 5m
+`, label, types, cpuLimit)
+}
+
+// app is a Deployment of n pods of 500m and 512Mi.
+func app(n int) string {
+	return fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  replicas: %d
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+        - name: web
+          image: nginx
+          resources: {requests: {cpu: 500m, memory: 512Mi}}
+`, n)
+}
+
+func tree(rev string, files map[string]string) Tree {
+	t := Tree{Revision: rev, Files: map[string][]byte{}}
+	for name, content := range files {
+		t.Files[name] = []byte(content)
+	}
+	return t
+}
+
+var base = map[string]string{
+	"pools/kustomization.yaml": "resources: [nodeclass.yaml, nodepool.yaml, app.yaml]\n",
+	"pools/nodeclass.yaml":     nodeClass,
+	"pools/nodepool.yaml":      pool("t3.small", "20", "web"),
+	"pools/app.yaml":           app(8),
+}
+
+// with is base with some files replaced.
+func with(changes map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range changes {
+		out[k] = v
+	}
+	return out
+}
+
+func plan(t *testing.T, head map[string]string) *Plan {
+	t.Helper()
+	p, err := Make(context.Background(), Input{
+		Base: tree("main@sha1:1111111", base), Head: tree("feature@sha1:2222222", head),
+		Path: "pools", Now: time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// golden compares the comment with testdata/<name>.md (go test -update rewrites it).
+func golden(t *testing.T, name string, p *Plan) string {
+	t.Helper()
+	got := p.Markdown("test")
+	file := filepath.Join("testdata", name+".md")
+	if *update {
+		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v (go test ./reconciler/review -update writes it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from the golden file; got:\n%s", file, got)
+	}
+	return got
+}
+
+func monthlyOf(perHour float64) string { return dollars(perHour * 730) }
+
+// TestIncrease: seed 002's pools move from t3.small to t3.medium and raise the cpu limit. The
+// headline's numbers are the two revisions' plans, the table names both types, and drift
+// replaces the base's nodes (the instance-type requirement no longer admits them).
+func TestIncrease(t *testing.T) {
+	p := plan(t, with(map[string]string{"pools/nodepool.yaml": pool("t3.medium", "40", "web")}))
+	md := golden(t, "increase", p)
+	if p.Failed() || !p.Base.Planned() || !p.Head.Planned() {
+		t.Fatalf("plan failed: %+v %+v", p.Base, p.Head)
+	}
+	if p.Head.PerHour <= p.Base.PerHour {
+		t.Errorf("t3.medium plan %.4f/h is not dearer than t3.small %.4f/h", p.Head.PerHour, p.Base.PerHour)
+	}
+	headline := fmt.Sprintf("**Estimated node cost: %s → %s per month (+", monthlyOf(p.Base.PerHour), monthlyOf(p.Head.PerHour))
+	if !strings.Contains(md, headline) {
+		t.Errorf("headline %q missing", headline)
+	}
+	c := p.Pools[0]
+	if !strings.Contains(nodesCell(c.Base), "t3.small on-demand") || !strings.Contains(nodesCell(c.Head), "t3.medium on-demand") {
+		t.Errorf("nodes %q → %q", nodesCell(c.Base), nodesCell(c.Head))
+	}
+	if len(p.Replaced) != 1 || p.Replaced[0].Nodes != c.Base.Nodes || p.Replaced[0].Reason != "RequirementsDrifted" {
+		t.Errorf("replaced %+v, want all %d base nodes for their requirements", p.Replaced, c.Base.Nodes)
+	}
+	if len(p.Objects) != 1 || p.Objects[0].ID != "NodePool/default" || !strings.Contains(p.Objects[0].Diff, "+        - t3.medium") {
+		t.Errorf("objects %+v", p.Objects)
+	}
+}
+
+// TestDecrease: fewer replicas in the repository's own Deployment cost less; no node drifts.
+func TestDecrease(t *testing.T) {
+	p := plan(t, with(map[string]string{"pools/app.yaml": app(2)}))
+	md := golden(t, "decrease", p)
+	if p.Head.PerHour >= p.Base.PerHour || p.Head.Pods != 2 || p.Base.Pods != 8 {
+		t.Errorf("head %d pods %.4f/h, base %d pods %.4f/h", p.Head.Pods, p.Head.PerHour, p.Base.Pods, p.Base.PerHour)
+	}
+	if !strings.Contains(md, "per month (−$") || len(p.Replaced) != 0 {
+		t.Errorf("want a decrease and no replacement, got replaced %+v", p.Replaced)
+	}
+}
+
+// TestNoChange: the same tree gives no object change and an unchanged cost.
+func TestNoChange(t *testing.T) {
+	p := plan(t, base)
+	md := golden(t, "nochange", p)
+	if p.Changed() || len(p.Replaced) != 0 || !strings.Contains(md, "unchanged.**") {
+		t.Errorf("changed %v, replaced %+v", p.Changed(), p.Replaced)
+	}
+}
+
+// TestValidationFailure: a misspelt field fails the head, at its file:line:col, and nothing is
+// planned for it.
+func TestValidationFailure(t *testing.T) {
+	p := plan(t, with(map[string]string{"pools/nodepool.yaml": strings.Replace(pool("t3.small", "20", "web"), "requirements:", "requirement:", 1)}))
+	md := golden(t, "invalid", p)
+	if !p.Failed() || p.Head.Planned() {
+		t.Fatal("a misspelt field was planned")
+	}
+	if !strings.Contains(md, "`pools/nodepool.yaml:10:7` NodePool/default `spec.template.spec.requirement`") {
+		t.Errorf("no located error in\n%s", md)
+	}
+}
+
+// TestUnschedulable: a limit below what the workload needs leaves pods Pending, named with the
+// reason; the headroom shows the limit used up.
+func TestUnschedulable(t *testing.T) {
+	p := plan(t, with(map[string]string{"pools/nodepool.yaml": pool("t3.small", "4", "web")}))
+	md := golden(t, "unschedulable", p)
+	if len(p.Unschedulable) == 0 {
+		t.Fatal("no pod left unschedulable under a 4-cpu limit")
+	}
+	for _, u := range p.Unschedulable {
+		if !strings.HasPrefix(u.Pod, "shop/web-") || !strings.Contains(u.Reason, "limit") {
+			t.Errorf("unschedulable %+v", u)
+		}
+	}
+	if !strings.Contains(md, fmt.Sprintf("Pods that would no longer fit (%d)", len(p.Unschedulable))) {
+		t.Error("section missing")
+	}
+	if h := p.Pools[0].Head; h.CapCPU > h.LimitCPU {
+		t.Errorf("head capacity %dm above the limit %dm", h.CapCPU, h.LimitCPU)
+	}
+}
+
+// TestTemplateDrift: a label change keeps the plan's cost but replaces every node, as many at
+// a time as the default budget (10 %, rounded up) allows.
+func TestTemplateDrift(t *testing.T) {
+	p := plan(t, with(map[string]string{"pools/nodepool.yaml": pool("t3.small", "20", "shop")}))
+	golden(t, "drift", p)
+	n := p.Pools[0].Base.Nodes
+	if len(p.Replaced) != 1 || p.Replaced[0].Reason != "NodePoolDrifted" || p.Replaced[0].Nodes != n {
+		t.Fatalf("replaced %+v, want %d nodes for the template", p.Replaced, n)
+	}
+	if want := int(math.Ceil(float64(n) / 10)); p.Replaced[0].AtATime != want {
+		t.Errorf("%d at a time, want %d", p.Replaced[0].AtATime, want)
+	}
+}
+
+// TestTruncated: a change whose diff would not fit is cut at a line, with a note, and the
+// comment keeps its marker, headline and assumptions under the cap.
+func TestTruncated(t *testing.T) {
+	head := with(nil)
+	var res []string
+	for i := 0; i < 400; i++ {
+		name := fmt.Sprintf("cm%03d.yaml", i)
+		res = append(res, name)
+		head["pools/"+name] = fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c%03d}\ndata: {text: %q}\n", i, strings.Repeat("x", 200))
+	}
+	head["pools/kustomization.yaml"] = "resources: [nodeclass.yaml, nodepool.yaml, app.yaml, " + strings.Join(res, ", ") + "]\n"
+	p := plan(t, head)
+	md := p.Markdown("test")
+	if len(md) > MaxComment {
+		t.Fatalf("%d characters, more than %d", len(md), MaxComment)
+	}
+	for _, want := range []string{Marker("pools"), "unchanged.**", "diff cut to fit the comment", "<summary>Assumptions</summary>", "Rendered manifests: 400 added"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("%q missing", want)
+		}
+	}
+	if strings.Count(md, "```") != 2 {
+		t.Errorf("the diff block is not closed")
+	}
+}

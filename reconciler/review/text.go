@@ -1,0 +1,88 @@
+package review
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteJSON writes the plan for machines.
+func (p *Plan) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(struct {
+		Failed  bool `json:"failed"`
+		Changed bool `json:"changed"`
+		*Plan
+	}{p.Failed(), p.Changed(), p})
+}
+
+// Text renders the plan for a terminal: the comment's content without Markdown, the whole
+// manifest diff included.
+func (p *Plan) Text() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "karpool plan for %s: base %s → head %s\n", cleanPath(p.Path), p.Base.Revision, p.Head.Revision)
+	fmt.Fprintf(&b, "%s\n%s.\n", strings.Trim(p.headline(), "*"), capitalize(p.workloadWords()))
+	if p.Failed() {
+		b.WriteString("\nValidation errors:\n")
+		if p.Head.Error != "" {
+			for _, e := range strings.Split(p.Head.Error, "; ") {
+				fmt.Fprintf(&b, "  %s\n", e)
+			}
+		}
+		for _, f := range p.Head.Findings {
+			fmt.Fprintf(&b, "  %s\n", f)
+		}
+	}
+	for _, c := range p.Pools {
+		if !p.Head.Planned() {
+			break
+		}
+		fmt.Fprintf(&b, "\nNodePool %s\n", c.Name)
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "  \tprevious\tnew\tdiff\n")
+		for _, r := range [][4]string{
+			{"nodes", nodesCell(c.Base), nodesCell(c.Head), countDiff(c.Base, c.Head)},
+			{"$/month", costCell(c.Base), costCell(c.Head), costDiff(c.Base, c.Head)},
+			{"cpu", usage(c.Base, cpu), usage(c.Head, cpu), ""},
+			{"memory", usage(c.Base, memory), usage(c.Head, memory), ""},
+			{"headroom", headroom(c.Base), headroom(c.Head), ""},
+			{"cost/bound", ratio(c.Base), ratio(c.Head), ""},
+		} {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", r[0], plain(r[1]), plain(r[2]), r[3])
+		}
+		tw.Flush()
+	}
+	if len(p.Unschedulable) > 0 {
+		fmt.Fprintf(&b, "\nPods that would no longer fit (%d):\n", len(p.Unschedulable))
+		for _, g := range byReason(p.Unschedulable) {
+			fmt.Fprintf(&b, "  %s: %s\n", strings.ReplaceAll(podList(g.pods), "`", ""), g.reason)
+		}
+	}
+	if len(p.Replaced) > 0 {
+		b.WriteString("\nNodes that would be replaced:\n")
+		for _, r := range p.Replaced {
+			fmt.Fprintf(&b, "  %s: %d %s (%s): %s; %d at a time\n", r.Pool, r.Nodes, plural(r.Nodes, "node"), r.Reason, r.Message, r.AtATime)
+		}
+	}
+	if len(p.Objects) > 0 {
+		fmt.Fprintf(&b, "\nRendered manifests: %d %s changed:\n", len(p.Objects), plural(len(p.Objects), "object"))
+		for _, o := range p.Objects {
+			b.WriteString(o.Diff)
+		}
+	} else {
+		b.WriteString("\nNo change to the rendered manifests.\n")
+	}
+	return b.String()
+}
+
+func plain(cell string) string { return strings.ReplaceAll(cell, "<br>", ", ") }
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
