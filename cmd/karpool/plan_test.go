@@ -123,7 +123,9 @@ func TestPipelinesAgreeOnAnOverlay(t *testing.T) {
 			PerHour float64 `json:"perHour"`
 		} `json:"head"`
 		Pools []struct {
-			Head struct{ Groups []struct{ InstanceType string } } `json:"head"`
+			Head struct {
+				Groups []struct{ InstanceType string }
+			} `json:"head"`
 		} `json:"pools"`
 	}
 	if err := json.Unmarshal([]byte(out), &planned); err != nil {
