@@ -206,6 +206,10 @@ type Workload struct {
 	classes []*storagev1.StorageClass
 	// defined is where each claim, volume and class is defined, by kind/namespace/name.
 	defined map[string]string
+	// owners are the Deployments, ReplicaSets and StatefulSets whose replicas are pods, and
+	// hpas the HorizontalPodAutoscalers that scale them.
+	owners []*owner
+	hpas   []HPA
 }
 
 // NewWorkload returns an empty workload that may hold maxPods pods (0: DefaultMaxPods).
@@ -283,7 +287,8 @@ func WorkloadOf(objs []*build.Object, maxPods int) (*Workload, error) {
 
 // workloadKinds are the kinds a workload is made of.
 var workloadKinds = map[string]bool{"Pod": true, "Deployment": true, "ReplicaSet": true, "StatefulSet": true,
-	"DaemonSet": true, "PersistentVolumeClaim": true, "PersistentVolume": true, "StorageClass": true}
+	"DaemonSet": true, "PersistentVolumeClaim": true, "PersistentVolume": true, "StorageClass": true,
+	"HorizontalPodAutoscaler": true}
 
 // Merge adds o's objects to w; a claim, volume or class defined in both is an error. The cap
 // is w's.
@@ -302,6 +307,12 @@ func (w *Workload) Merge(o *Workload) error {
 	w.claims = append(w.claims, o.claims...)
 	w.volumes = append(w.volumes, o.volumes...)
 	w.classes = append(w.classes, o.classes...)
+	for _, ow := range o.owners {
+		moved := *ow
+		moved.start += len(w.pods) - len(o.pods)
+		w.owners = append(w.owners, &moved)
+	}
+	w.hpas = append(w.hpas, o.hpas...)
 	return nil
 }
 
@@ -369,15 +380,15 @@ func workloadOf(docs []doc, maxPods int) (*Workload, []string, error) {
 				return nil, nil, err
 			}
 			defaultNamespace(&meta)
-			for i := int32(0); i < n; i++ {
-				p := &corev1.Pod{ObjectMeta: *tmpl.ObjectMeta.DeepCopy(), Spec: *tmpl.Spec.DeepCopy()}
-				p.Name = fmt.Sprintf("%s-%d", meta.Name, i)
-				p.Namespace = meta.Namespace
-				if sts != nil {
-					sts.addClaims(p)
-				}
-				w.pods = append(w.pods, p)
+			o := &owner{kind: d.meta.Kind, namespace: meta.Namespace, name: meta.Name, template: tmpl, sts: sts, start: len(w.pods), replicas: int(n)}
+			w.owners = append(w.owners, o)
+			w.pods = append(w.pods, o.expand(0, int(n))...)
+		case "HorizontalPodAutoscaler":
+			h, err := hpaOf(d)
+			if err != nil {
+				return nil, nil, err
 			}
+			w.hpas = append(w.hpas, h)
 		case "DaemonSet":
 			o := &appsv1.DaemonSet{}
 			if err := yaml.Unmarshal(d.raw, o); err != nil {
@@ -414,7 +425,7 @@ func workloadOf(docs []doc, maxPods int) (*Workload, []string, error) {
 			}
 			w.classes = append(w.classes, o)
 		default:
-			warnings = append(warnings, fmt.Sprintf("%s: %s %q ignored (simulate reads Pods, Deployments, ReplicaSets, StatefulSets, DaemonSets, PersistentVolumeClaims, PersistentVolumes and StorageClasses)", d.where(), d.meta.Kind, d.name))
+			warnings = append(warnings, fmt.Sprintf("%s: %s %q ignored (simulate reads Pods, Deployments, ReplicaSets, StatefulSets, DaemonSets, HorizontalPodAutoscalers, PersistentVolumeClaims, PersistentVolumes and StorageClasses)", d.where(), d.meta.Kind, d.name))
 		}
 	}
 	if len(invalid) > 0 {

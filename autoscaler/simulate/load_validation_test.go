@@ -181,3 +181,55 @@ spec:
 		t.Fatalf("generate: got %v", err)
 	}
 }
+
+// TestAtMax: an HPA scales its target's replicas to maxReplicas, other pods keep their place,
+// and the cap still holds.
+func TestAtMax(t *testing.T) {
+	p := writeWorkload(t, "w.yaml", `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 2
+  template:
+    spec:
+      containers: [{name: c, resources: {requests: {cpu: 100m}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: solo}
+spec:
+  containers: [{name: c}]
+---
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: web}
+spec:
+  scaleTargetRef: {kind: Deployment, name: web}
+  maxReplicas: 5
+`)
+	w, _, err := LoadWorkload(p, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peak, err := w.AtMax()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, pod := range peak.pods {
+		names = append(names, pod.Name)
+	}
+	if got := strings.Join(names, ","); got != "web-0,web-1,web-2,web-3,web-4,solo" || w.Pods() != 3 {
+		t.Errorf("peak pods %s (workload %d pods)", got, w.Pods())
+	}
+	if h := w.HPAs(); len(h) != 1 || h[0].Replicas != 2 || h[0].Max != 5 || h[0].Min != 1 {
+		t.Errorf("hpas %+v", h)
+	}
+	small, _, err := LoadWorkload(p, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := small.AtMax(); err == nil || !strings.Contains(err.Error(), "makes 6 pods, more than the 5") {
+		t.Errorf("cap at the peak: %v", err)
+	}
+}

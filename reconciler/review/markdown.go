@@ -35,6 +35,7 @@ func (p *Plan) Markdown(version string) string {
 	p.poolTable(&b)
 	p.unschedulableSection(&b)
 	p.replacedSection(&b)
+	p.worstCaseSection(&b)
 	tail := p.assumptions(version)
 	diff := p.diffSection(MaxComment - b.Len() - len(tail))
 	b.WriteString(diff)
@@ -150,6 +151,44 @@ func (p *Plan) replacedSection(b *strings.Builder) {
 			fmt.Fprintf(b, "; the Drifted budget lets %d go at a time", r.AtATime)
 		}
 		b.WriteString(".\n")
+	}
+	b.WriteString("\n")
+}
+
+// worstCaseSection shows the head with every HPA at maxReplicas: whether the pools' limits
+// stop the scale-up, and what it costs.
+func (p *Plan) worstCaseSection(b *strings.Builder) {
+	wc := p.WorstCase
+	if wc == nil {
+		return
+	}
+	b.WriteString("#### Worst case: every HorizontalPodAutoscaler at its maxReplicas\n\n")
+	var scaled []string
+	for _, h := range wc.HPAs {
+		from := "not in the workload"
+		if h.Replicas >= 0 {
+			from = fmt.Sprint(h.Replicas)
+		}
+		scaled = append(scaled, fmt.Sprintf("`%s` %s → %d", h.Target, from, h.Max))
+	}
+	fmt.Fprintf(b, "%s.\n\n", strings.Join(scaled, ", "))
+	if wc.Error != "" {
+		fmt.Fprintf(b, "Not planned: %s.\n\n", mdEscape(wc.Error))
+		return
+	}
+	fmt.Fprintf(b, "**%s per month** at the peak.\n\n| NodePool | nodes | $/month | limit headroom |\n|---|---|---|---|\n", monthly(wc.PerHour))
+	for i := range wc.Pools {
+		ps := &wc.Pools[i]
+		fmt.Fprintf(b, "| **%s** | %s | %s | %s |\n", ps.Name, nodesCell(ps), costCell(ps), headroom(ps))
+	}
+	b.WriteString("\n")
+	if len(wc.Pending) == 0 {
+		b.WriteString("The pools' limits leave room for the whole peak.\n\n")
+		return
+	}
+	fmt.Fprintf(b, "⚠️ %d %s would stay Pending at the peak:\n\n", len(wc.Pending), plural(len(wc.Pending), "pod"))
+	for _, g := range byReason(wc.Pending) {
+		fmt.Fprintf(b, "- %s: %s\n", podList(g.pods), mdEscape(g.reason))
 	}
 	b.WriteString("\n")
 }

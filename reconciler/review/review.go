@@ -65,6 +65,19 @@ type Plan struct {
 	Unschedulable []simulate.Unschedulable `json:"unschedulable"`
 	// Replaced are the base's nodes that the head would replace, by pool.
 	Replaced []Replacement `json:"replaced"`
+	// WorstCase is the head with every HorizontalPodAutoscaler at its maxReplicas; nil when
+	// the workload has none or the head was not planned.
+	WorstCase *WorstCase `json:"worstCase,omitempty"`
+}
+
+// WorstCase is what the head's pools run when every HPA scales its target to maxReplicas.
+type WorstCase struct {
+	HPAs    []simulate.HPA           `json:"hpas"`
+	PerHour float64                  `json:"perHour"`
+	Pools   []simulate.PoolSummary   `json:"pools"`
+	Pending []simulate.Unschedulable `json:"pending"`
+	// Error says why it could not be planned (too many pods).
+	Error string `json:"error,omitempty"`
 }
 
 // Side is one revision's outcome.
@@ -77,9 +90,10 @@ type Side struct {
 	Pods     int                `json:"pods"`
 	PerHour  float64            `json:"perHour"`
 
-	objs   []*build.Object
-	report *simulate.Report
-	pools  *simulate.Pools
+	objs     []*build.Object
+	report   *simulate.Report
+	pools    *simulate.Pools
+	workload *simulate.Workload
 }
 
 // Planned says whether the revision was planned (built, valid and simulated).
@@ -133,6 +147,11 @@ func Make(ctx context.Context, in Input) (*Plan, error) {
 		p.Unschedulable = newlyUnschedulable(p.Base.report, p.Head.report)
 		p.Replaced = replaced(p.Base, p.Head, in.Now)
 	}
+	if p.Head.Planned() {
+		if p.WorstCase, err = worstCase(p.Head, in.Region); err != nil {
+			return nil, err
+		}
+	}
 	return p, nil
 }
 
@@ -177,8 +196,28 @@ func side(ctx context.Context, in Input, t Tree) (*Side, error) {
 	if s.report, err = simulate.Solve(s.pools, w, in.Region); err != nil {
 		return nil, err
 	}
-	s.Pods, s.PerHour = w.Pods(), s.report.TotalPerHour
+	s.Pods, s.PerHour, s.workload = w.Pods(), s.report.TotalPerHour, w
 	return s, nil
+}
+
+// worstCase plans the side's workload with every HPA at its maxReplicas.
+func worstCase(s *Side, region string) (*WorstCase, error) {
+	hpas := s.workload.HPAs()
+	if len(hpas) == 0 {
+		return nil, nil
+	}
+	wc := &WorstCase{HPAs: hpas}
+	atMax, err := s.workload.AtMax()
+	if err != nil {
+		wc.Error = err.Error()
+		return wc, nil
+	}
+	rep, err := simulate.Solve(s.pools, atMax, region)
+	if err != nil {
+		return nil, err
+	}
+	wc.PerHour, wc.Pools, wc.Pending = rep.TotalPerHour, rep.Pools(), rep.Unschedulable
+	return wc, nil
 }
 
 func comparePools(base, head *Side) []PoolChange {

@@ -257,3 +257,39 @@ func TestTruncated(t *testing.T) {
 		t.Errorf("the diff block is not closed")
 	}
 }
+
+// TestHPAWorstCase: with an HPA on the Deployment, the comment shows the head at maxReplicas:
+// its cost, and the pods the pool's cpu limit would leave Pending.
+func TestHPAWorstCase(t *testing.T) {
+	hpa := `apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: web, namespace: shop}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}
+  minReplicas: 2
+  maxReplicas: 50
+`
+	head := with(map[string]string{
+		"pools/hpa.yaml":           hpa,
+		"pools/kustomization.yaml": "resources: [nodeclass.yaml, nodepool.yaml, app.yaml, hpa.yaml]\n",
+	})
+	p := plan(t, head)
+	md := golden(t, "hpa", p)
+	wc := p.WorstCase
+	if wc == nil || len(wc.HPAs) != 1 || wc.HPAs[0].Target != "Deployment/shop/web" || wc.HPAs[0].Replicas != 8 || wc.HPAs[0].Max != 50 {
+		t.Fatalf("worst case %+v", wc)
+	}
+	// 50 pods of 500m need 25 cpu; the pool's limit of 20 cpu stops the scale-up short.
+	if len(wc.Pending) == 0 || !strings.Contains(wc.Pending[0].Reason, "limits exceeded") {
+		t.Errorf("pending at the peak %+v, want pods stopped by the pool's limits", wc.Pending)
+	}
+	if ps := wc.Pools[0]; ps.CapCPU > ps.LimitCPU || ps.Pods+len(wc.Pending) != 50 {
+		t.Errorf("peak pool %+v with %d pending", ps, len(wc.Pending))
+	}
+	if wc.PerHour <= p.Head.PerHour || !strings.Contains(md, "`Deployment/shop/web` 8 → 50") {
+		t.Errorf("peak %.4f/h not above the head's %.4f/h, or the HPA line is missing", wc.PerHour, p.Head.PerHour)
+	}
+	if base := plan(t, base); base.WorstCase != nil {
+		t.Error("a worst case without an HPA")
+	}
+}

@@ -67,6 +67,25 @@ func (p *Plan) Text() string {
 			fmt.Fprintf(&b, "  %s: %d %s (%s): %s; %d at a time\n", r.Pool, r.Nodes, plural(r.Nodes, "node"), r.Reason, r.Message, r.AtATime)
 		}
 	}
+	if wc := p.WorstCase; wc != nil {
+		b.WriteString("\nWorst case, every HPA at maxReplicas:")
+		for _, h := range wc.HPAs {
+			fmt.Fprintf(&b, " %s → %d", h.Target, h.Max)
+		}
+		b.WriteString("\n")
+		if wc.Error != "" {
+			fmt.Fprintf(&b, "  not planned: %s\n", wc.Error)
+		} else {
+			fmt.Fprintf(&b, "  %s per month\n", monthly(wc.PerHour))
+			for i := range wc.Pools {
+				ps := &wc.Pools[i]
+				fmt.Fprintf(&b, "  %s: %s, %s, headroom %s\n", ps.Name, plain(nodesCell(ps)), costCell(ps), plain(headroom(ps)))
+			}
+			for _, g := range byReason(wc.Pending) {
+				fmt.Fprintf(&b, "  pending: %s: %s\n", strings.ReplaceAll(podList(g.pods), "`", ""), g.reason)
+			}
+		}
+	}
 	if len(p.Objects) > 0 {
 		fmt.Fprintf(&b, "\nRendered manifests: %d %s changed:\n", len(p.Objects), plural(len(p.Objects), "object"))
 		for _, o := range p.Objects {
