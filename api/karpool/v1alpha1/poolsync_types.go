@@ -163,11 +163,30 @@ type ReportSpec struct {
 	PullRequests *PullRequestSpec `json:"pullRequests,omitempty"`
 }
 
-// StatusCommitSpec says where status commits go.
+// StatusCommitSpec says where status commits go. They need a spec.secretRef allowed to push.
 type StatusCommitSpec struct {
+	// Branch receives the reports, under <namespace>/<name>/ of the PoolSync. A branch of its
+	// own keeps the commits out of the history PoolSync reconciles.
 	// +kubebuilder:default:=karpool-status
 	// +optional
 	Branch string `json:"branch,omitempty"`
+	// Author of the commits; default karpool <karpool@localhost>.
+	// +optional
+	Author *CommitAuthor `json:"author,omitempty"`
+	// Message is the commit message; {revision} is replaced by the applied revision.
+	// +kubebuilder:default:="karpool status for {revision}"
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// CommitAuthor names who writes a commit.
+type CommitAuthor struct {
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Name string `json:"name"`
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Email string `json:"email"`
 }
 
 // PullRequestSpec says which forge API to comment through.
