@@ -238,4 +238,3 @@ func meta(cs []metav1.Condition, t string) *metav1.Condition {
 
 // Dir is where a PoolSync's files go on the status branch.
 func Dir(ps *v1alpha1.PoolSync) string { return ps.Namespace + "/" + ps.Name }
-
