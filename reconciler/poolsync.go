@@ -35,6 +35,7 @@ import (
 
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
 	"github.com/karpool/karpool/reconciler/source"
+	"github.com/karpool/karpool/reconciler/status"
 	"github.com/karpool/karpool/reconciler/validate"
 )
 
@@ -94,6 +95,9 @@ type Options struct {
 	Jitter float64
 	// MaxBackoff caps the growing wait between retries of a failing PoolSync; default 5 minutes.
 	MaxBackoff time.Duration
+	// Prices prices a node by its labels (instance type, zone, capacity type) in the status
+	// report; default the embedded catalog of us-east-1.
+	Prices func(labels map[string]string) (float64, bool)
 }
 
 // Reconciler reconciles PoolSyncs.
@@ -129,6 +133,9 @@ func New(c client.Client, opts Options) *Reconciler {
 	}
 	if opts.MaxBackoff <= 0 {
 		opts.MaxBackoff = 5 * time.Minute
+	}
+	if opts.Prices == nil {
+		opts.Prices = status.CatalogPrices("us-east-1")
 	}
 	return &Reconciler{Client: c, opts: opts, failures: map[string]int{}, applied: map[string]map[string]appliedState{}}
 }
@@ -193,7 +200,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		log.Info("reconciliation is suspended; the objects applied so far stay as they are")
 		return ctrl.Result{}, nil
 	}
-	return r.reconcile(ctx, obj, patcher)
+	result, err := r.reconcile(ctx, obj, patcher)
+	r.reportStatus(ctx, obj)
+	return result, err
 }
 
 // finalizeDeletion runs when a PoolSync is deleted: the objects of its inventory are deleted

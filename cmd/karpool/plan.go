@@ -1,24 +1,30 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	pathpkg "path"
 	"regexp"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/simulate"
+	"github.com/karpool/karpool/reconciler/build"
 	"github.com/karpool/karpool/reconciler/review"
 	"github.com/karpool/karpool/reconciler/source"
+	"github.com/karpool/karpool/reconciler/status"
 )
 
 type planOptions struct {
 	repo, base, head, path string
 	workload, region       string
+	statusBranch, poolSync string
 	output                 string
 	maxPods                int
 }
@@ -38,8 +44,11 @@ would replace (the disruption controller's drift rules applied to the nodes the 
 runs). The rendered objects that differ are shown as a diff.
 
 The workload is --workload (Kubernetes YAML, a file or directory, or a CSV of shapes; see
-'karpool simulate --help') plus the Pods, Deployments, ReplicaSets, StatefulSets and DaemonSets
-that each revision holds under --path.
+'karpool simulate --help'), or with --status-branch the snapshot of the running cluster that
+the PoolSync's status commits keep on that branch (the PoolSync whose spec.path is --path, or
+--poolsync NAMESPACE/NAME), plus the Pods, Deployments, ReplicaSets, StatefulSets, DaemonSets
+and HorizontalPodAutoscalers that each revision holds under --path. With HPAs, the plan also
+shows the head at every HPA's maxReplicas.
 
 --repo is a work tree on disk (default: the current directory) or a URL (https://, ssh://,
 file://) cloned into memory; REF is a branch, tag or commit id (on disk, anything git rev-parse
@@ -68,6 +77,8 @@ validate (the output says where), 2 usage or I/O error.`,
 	f.StringVar(&o.head, "head", "HEAD", "revision with the change")
 	f.StringVar(&o.path, "path", ".", "directory of the repository that PoolSync reads (spec.path)")
 	f.StringVar(&o.workload, "workload", "", "workload: Kubernetes YAML file or directory, or a CSV of shapes")
+	f.StringVar(&o.statusBranch, "status-branch", "", "read the workload snapshot of the status commits on this branch (e.g. karpool-status)")
+	f.StringVar(&o.poolSync, "poolsync", "", "with --status-branch: NAMESPACE/NAME of the PoolSync whose snapshot to read")
 	f.StringVar(&o.region, "region", "us-east-1", "catalog region for prices")
 	f.StringVarP(&o.output, "output", "o", "text", "text, markdown or json")
 	f.IntVar(&o.maxPods, "max-pods", simulate.DefaultMaxPods, "most pods a revision's workload may expand to")
@@ -84,6 +95,10 @@ func (o planOptions) check() error {
 		return fmt.Errorf("--region %q: embedded catalogs: %s", o.region, strings.Join(catalog.Regions(), ", "))
 	case o.maxPods <= 0:
 		return fmt.Errorf("--max-pods %d: want a positive count", o.maxPods)
+	case o.workload != "" && o.statusBranch != "":
+		return errors.New("--workload and --status-branch both give the workload: choose one")
+	case o.poolSync != "" && o.statusBranch == "":
+		return errors.New("--poolsync selects a snapshot of --status-branch: give both")
 	}
 	return nil
 }
@@ -112,6 +127,17 @@ func runPlan(cmd *cobra.Command, o planOptions) error {
 			fmt.Fprintln(cmd.ErrOrStderr(), "warning:", msg)
 		}
 		in.Workload, in.WorkloadSource = w, o.workload
+	}
+	if o.statusBranch != "" {
+		branch, err := readRevision(cmd, o.repo, o.statusBranch)
+		if err != nil {
+			return usageError{err}
+		}
+		w, from, err := snapshotOf(branch, o.path, o.poolSync, o.maxPods)
+		if err != nil {
+			return usageError{err}
+		}
+		in.Workload, in.WorkloadSource = w, from
 	}
 	plan, err := review.Make(cmd.Context(), in)
 	if err != nil {
@@ -153,4 +179,45 @@ func readRevision(cmd *cobra.Command, repo, rev string) (*source.Artifact, error
 		ref = source.Ref{Tag: strings.TrimPrefix(rev, "refs/tags/")}
 	}
 	return source.NewFetcher().Fetch(cmd.Context(), source.Request{URL: repo, Ref: ref})
+}
+
+// snapshotOf reads the workload snapshot that a PoolSync's status commits keep on a branch: the
+// PoolSync named NAMESPACE/NAME, or the one whose spec.path is path.
+func snapshotOf(branch *source.Artifact, path, poolSync string, maxPods int) (*simulate.Workload, string, error) {
+	clean := func(p string) string { return strings.Trim(pathpkg.Clean("/"+p), "/") }
+	want := clean(path)
+	var found []string
+	for name, data := range branch.Files {
+		dir, file := pathpkg.Split(name)
+		if file != status.ReportFile || strings.Count(dir, "/") != 2 {
+			continue
+		}
+		var r status.Report
+		if json.Unmarshal(data, &r) != nil {
+			continue
+		}
+		if poolSync == r.PoolSync || poolSync == "" && clean(r.Path) == want {
+			found = append(found, dir)
+		}
+	}
+	sort.Strings(found)
+	switch {
+	case len(found) == 0 && poolSync != "":
+		return nil, "", fmt.Errorf("%s holds no status of PoolSync %s", branch.Revision, poolSync)
+	case len(found) == 0:
+		return nil, "", fmt.Errorf("%s holds no status of a PoolSync with path %q: name one with --poolsync NAMESPACE/NAME", branch.Revision, path)
+	case len(found) > 1:
+		return nil, "", fmt.Errorf("%s holds the status of several PoolSyncs with path %q (%s): choose one with --poolsync", branch.Revision, path, strings.Join(found, ", "))
+	}
+	name := found[0] + status.WorkloadFile
+	from := fmt.Sprintf("the snapshot %s of %s", name, branch.Revision)
+	objs, err := build.LoadFile(name, branch.Files[name])
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", from, err)
+	}
+	w, err := simulate.WorkloadOf(objs, maxPods)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", from, err)
+	}
+	return w, from, nil
 }

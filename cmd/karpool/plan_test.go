@@ -9,9 +9,11 @@ import (
 	"time"
 
 	gogit "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/karpool/karpool/reconciler/build"
+	"github.com/karpool/karpool/reconciler/status"
 )
 
 // commitFiles writes files into the work tree and commits them all.
@@ -190,5 +192,53 @@ func TestPlanExitCodes(t *testing.T) {
 
 	if _, err := run("plan", "--repo", dir, "--base", "no-such-branch"); err == nil || exitCode(err) != 2 {
 		t.Errorf("unknown revision: %v, want exit 2", err)
+	}
+}
+
+// TestPlanReadsTheStatusSnapshot: --status-branch finds the snapshot of the PoolSync whose
+// path is --path on the status branch and plans it, next to the repository's own workload.
+func TestPlanReadsTheStatusSnapshot(t *testing.T) {
+	dir, repo := overlayRepo(t)
+	wt, err := repo.Worktree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wt.Checkout(&gogit.CheckoutOptions{Branch: plumbing.NewBranchReferenceName("karpool-status"), Create: true}); err != nil {
+		t.Fatal(err)
+	}
+	snapshot := `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: api, namespace: shop}
+spec:
+  replicas: 7
+  selector: {matchLabels: {app: api}}
+  template:
+    metadata: {labels: {app: api}}
+    spec:
+      nodeSelector: {type: karpenter}
+      containers: [{name: c0, resources: {requests: {cpu: "1", memory: 1Gi}}}]
+`
+	commitFiles(t, repo, dir, "status", map[string]string{
+		"flux-system/prod/" + status.ReportFile:   `{"poolSync": "flux-system/prod", "path": "./prod"}`,
+		"flux-system/prod/" + status.WorkloadFile: snapshot,
+		"flux-system/other/" + status.ReportFile:  `{"poolSync": "flux-system/other", "path": "other"}`,
+	})
+	out, err := run("plan", "--repo", dir, "--base", "master", "--head", "master", "--path", "prod", "--status-branch", "karpool-status", "--output", "json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var planned struct {
+		Head struct{ Pods int } `json:"head"`
+		From string             `json:"workloadSource"`
+	}
+	if err := json.Unmarshal([]byte(out), &planned); err != nil {
+		t.Fatal(err)
+	}
+	// 7 pods of the snapshot, 5 of the overlay's inflate.
+	if planned.Head.Pods != 12 || !strings.Contains(planned.From, "flux-system/prod/workload.yaml of karpool-status@sha1:") {
+		t.Errorf("planned %+v, want the snapshot's 7 pods and inflate's 5", planned)
+	}
+	if _, err := run("plan", "--repo", dir, "--base", "master", "--path", "elsewhere", "--status-branch", "karpool-status"); err == nil || !strings.Contains(err.Error(), `no status of a PoolSync with path "elsewhere"`) {
+		t.Errorf("unknown path: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/karpool/karpool/autoscaler/catalog"
+	"github.com/karpool/karpool/autoscaler/scheduling"
 )
 
 // File names on the status branch, under Dir.
@@ -85,20 +86,16 @@ func (r *Report) Markdown() string {
 func headroom(p *PoolStatus) string {
 	var parts []string
 	if p.LimitCPU >= 0 {
-		parts = append(parts, fmt.Sprintf("cpu %s of %s", cpuText(p.LimitCPU-p.CapCPU), p.Limits.CPU))
+		parts = append(parts, fmt.Sprintf("cpu %s of %s", scheduling.FormatQuantity(catalog.CPU, p.LimitCPU-p.CapCPU), p.Limits.CPU))
 	}
 	if p.LimitMem >= 0 {
-		parts = append(parts, fmt.Sprintf("memory %s of %s", memText(p.LimitMem-p.CapMem), p.Limits.Memory))
+		parts = append(parts, fmt.Sprintf("memory %s of %s", scheduling.FormatQuantity(catalog.Memory, p.LimitMem-p.CapMem), p.Limits.Memory))
 	}
 	if len(parts) == 0 {
 		return "no limits"
 	}
 	return strings.Join(parts, ", ")
 }
-
-func cpuText(m int64) string { return fmt.Sprintf("%gm", float64(m)) }
-
-func memText(v int64) string { return fmt.Sprintf("%.1fGi", float64(v)/(1<<30)) }
 
 func money(v float64) string { return fmt.Sprintf("$%.2f", v) }
 

@@ -238,3 +238,15 @@ func meta(cs []metav1.Condition, t string) *metav1.Condition {
 
 // Dir is where a PoolSync's files go on the status branch.
 func Dir(ps *v1alpha1.PoolSync) string { return ps.Namespace + "/" + ps.Name }
+
+// CatalogPrices prices nodes from the embedded EC2 catalog of region, with the default root
+// volume; every node is unpriced when the region has no catalog.
+func CatalogPrices(region string) func(labels map[string]string) (float64, bool) {
+	cat, err := catalog.Load(region)
+	if err != nil {
+		return func(map[string]string) (float64, bool) { return 0, false }
+	}
+	nco, _ := catalog.NodeClassOptionsFor(nil)
+	its := cat.InstanceTypes(nco)
+	return func(labels map[string]string) (float64, bool) { return catalog.PriceOf(its, labels) }
+}
