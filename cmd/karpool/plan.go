@@ -46,7 +46,7 @@ runs). The rendered objects that differ are shown as a diff.
 The workload is --workload (Kubernetes YAML, a file or directory, or a CSV of shapes; see
 'karpool simulate --help'), or with --status-branch the snapshot of the running cluster that
 the PoolSync's status commits keep on that branch (the PoolSync whose spec.path is --path, or
---poolsync NAMESPACE/NAME), plus the Pods, Deployments, ReplicaSets, StatefulSets, DaemonSets
+--poolsync NAME), plus the Pods, Deployments, ReplicaSets, StatefulSets, DaemonSets
 and HorizontalPodAutoscalers that each revision holds under --path. With HPAs, the plan also
 shows the head at every HPA's maxReplicas.
 
@@ -78,7 +78,7 @@ validate (the output says where), 2 usage or I/O error.`,
 	f.StringVar(&o.path, "path", ".", "directory of the repository that PoolSync reads (spec.path)")
 	f.StringVar(&o.workload, "workload", "", "workload: Kubernetes YAML file or directory, or a CSV of shapes")
 	f.StringVar(&o.statusBranch, "status-branch", "", "read the workload snapshot of the status commits on this branch (e.g. karpool-status)")
-	f.StringVar(&o.poolSync, "poolsync", "", "with --status-branch: NAMESPACE/NAME of the PoolSync whose snapshot to read")
+	f.StringVar(&o.poolSync, "poolsync", "", "with --status-branch: name of the PoolSync whose snapshot to read")
 	f.StringVar(&o.region, "region", "us-east-1", "catalog region for prices")
 	f.StringVarP(&o.output, "output", "o", "text", "text, markdown or json")
 	f.IntVar(&o.maxPods, "max-pods", simulate.DefaultMaxPods, "most pods a revision's workload may expand to")
@@ -189,7 +189,7 @@ func snapshotOf(branch *source.Artifact, path, poolSync string, maxPods int) (*s
 	var found []string
 	for name, data := range branch.Files {
 		dir, file := pathpkg.Split(name)
-		if file != status.ReportFile || strings.Count(dir, "/") != 2 {
+		if file != status.ReportFile {
 			continue
 		}
 		var r status.Report
@@ -205,7 +205,7 @@ func snapshotOf(branch *source.Artifact, path, poolSync string, maxPods int) (*s
 	case len(found) == 0 && poolSync != "":
 		return nil, "", fmt.Errorf("%s holds no status of PoolSync %s", branch.Revision, poolSync)
 	case len(found) == 0:
-		return nil, "", fmt.Errorf("%s holds no status of a PoolSync with path %q: name one with --poolsync NAMESPACE/NAME", branch.Revision, path)
+		return nil, "", fmt.Errorf("%s holds no status of a PoolSync with path %q: name one with --poolsync NAME", branch.Revision, path)
 	case len(found) > 1:
 		return nil, "", fmt.Errorf("%s holds the status of several PoolSyncs with path %q (%s): choose one with --poolsync", branch.Revision, path, strings.Join(found, ", "))
 	}

@@ -219,9 +219,9 @@ spec:
       containers: [{name: c0, resources: {requests: {cpu: "1", memory: 1Gi}}}]
 `
 	commitFiles(t, repo, dir, "status", map[string]string{
-		"flux-system/prod/" + status.ReportFile:   `{"poolSync": "flux-system/prod", "path": "./prod"}`,
-		"flux-system/prod/" + status.WorkloadFile: snapshot,
-		"flux-system/other/" + status.ReportFile:  `{"poolSync": "flux-system/other", "path": "other"}`,
+		"prod/" + status.ReportFile:   `{"poolSync": "prod", "path": "./prod"}`,
+		"prod/" + status.WorkloadFile: snapshot,
+		"other/" + status.ReportFile:  `{"poolSync": "other", "path": "other"}`,
 	})
 	out, err := run("plan", "--repo", dir, "--base", "master", "--head", "master", "--path", "prod", "--status-branch", "karpool-status", "--output", "json")
 	if err != nil {
@@ -235,7 +235,7 @@ spec:
 		t.Fatal(err)
 	}
 	// 7 pods of the snapshot, 5 of the overlay's inflate.
-	if planned.Head.Pods != 12 || !strings.Contains(planned.From, "flux-system/prod/workload.yaml of karpool-status@sha1:") {
+	if planned.Head.Pods != 12 || !strings.Contains(planned.From, "prod/workload.yaml of karpool-status@sha1:") {
 		t.Errorf("planned %+v, want the snapshot's 7 pods and inflate's 5", planned)
 	}
 	if _, err := run("plan", "--repo", dir, "--base", "master", "--path", "elsewhere", "--status-branch", "karpool-status"); err == nil || !strings.Contains(err.Error(), `no status of a PoolSync with path "elsewhere"`) {

@@ -35,7 +35,7 @@ type Input struct {
 // Report is what the JSON file holds. It has no timestamps: an unchanged cluster gives the same
 // bytes, and so no commit.
 type Report struct {
-	PoolSync          string `json:"poolSync"` // namespace/name
+	PoolSync          string `json:"poolSync"` // its name
 	Path              string `json:"path"`
 	AppliedRevision   string `json:"appliedRevision,omitempty"`
 	AttemptedRevision string `json:"attemptedRevision,omitempty"`
@@ -96,7 +96,7 @@ type NodeGroup struct {
 // Build makes the report of one PoolSync.
 func Build(in Input) *Report {
 	ps := in.PoolSync
-	r := &Report{PoolSync: ps.Namespace + "/" + ps.Name, Path: ps.Spec.Path, AppliedRevision: ps.Status.LastAppliedRevision,
+	r := &Report{PoolSync: ps.Name, Path: ps.Spec.Path, AppliedRevision: ps.Status.LastAppliedRevision,
 		AttemptedRevision: ps.Status.LastAttemptedRevision, Ready: string(metav1.ConditionUnknown), Pools: []PoolStatus{}}
 	if c := meta(ps.Status.Conditions, "Ready"); c != nil {
 		r.Ready, r.Message = string(c.Status), c.Message
@@ -236,8 +236,9 @@ func meta(cs []metav1.Condition, t string) *metav1.Condition {
 	return nil
 }
 
-// Dir is where a PoolSync's files go on the status branch.
-func Dir(ps *v1alpha1.PoolSync) string { return ps.Namespace + "/" + ps.Name }
+// Dir is where a PoolSync's files go on the status branch: its name (PoolSyncs are
+// cluster-scoped).
+func Dir(ps *v1alpha1.PoolSync) string { return ps.Name }
 
 // CatalogPrices prices nodes from the embedded EC2 catalog of region, with the default root
 // volume; every node is unpriced when the region has no catalog.

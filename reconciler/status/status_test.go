@@ -40,7 +40,7 @@ func pod(name, owner, hash, node, cpu string) corev1.Pod {
 }
 
 func input() Input {
-	ps := &v1alpha1.PoolSync{ObjectMeta: metav1.ObjectMeta{Name: "pools", Namespace: "flux-system"}, Spec: v1alpha1.PoolSyncSpec{Path: "pools"}}
+	ps := &v1alpha1.PoolSync{ObjectMeta: metav1.ObjectMeta{Name: "pools"}, Spec: v1alpha1.PoolSyncSpec{Path: "pools"}}
 	ps.Status.LastAppliedRevision = "main@sha1:abc"
 	ps.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Message: "Applied revision: main@sha1:abc"}}
 	np := karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
@@ -75,7 +75,7 @@ func TestReport(t *testing.T) {
 		t.Errorf("pool %+v", p)
 	}
 	md := r.Markdown()
-	for _, want := range []string{"PoolSync flux-system/pools", "`main@sha1:abc`", "**2 nodes, $0.20 per hour ($146.00 per month)**; 1 pending pod", "| m5.large | on-demand | us-east-1a | 1 | $0.10 |", "Not consolidatable: DoNotDisruptPod (1)", "cpu 16 of 20"} {
+	for _, want := range []string{"PoolSync pools", "`main@sha1:abc`", "**2 nodes, $0.20 per hour ($146.00 per month)**; 1 pending pod", "| m5.large | on-demand | us-east-1a | 1 | $0.10 |", "Not consolidatable: DoNotDisruptPod (1)", "cpu 16 of 20"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("page lacks %q:\n%s", want, md)
 		}
@@ -97,7 +97,7 @@ func TestSnapshotIsAWorkload(t *testing.T) {
 	w := Workload{HPAs: []autoscalingv2.HorizontalPodAutoscaler{{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"},
 		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}, MinReplicas: &min, MaxReplicas: 9}}}}
 	files := Files(in, w)
-	data := files["flux-system/pools/"+WorkloadFile]
+	data := files["pools/"+WorkloadFile]
 	for _, secret := range []string{"registry.example.com", "hunter2", "PASSWORD", "web-1", "server", "elsewhere"} {
 		if strings.Contains(string(data), secret) {
 			t.Errorf("snapshot holds %q:\n%s", secret, data)
@@ -119,7 +119,7 @@ func TestSnapshotIsAWorkload(t *testing.T) {
 		t.Errorf("hpas %+v", hpas)
 	}
 	var rep Report
-	if err := json.Unmarshal(files["flux-system/pools/"+ReportFile], &rep); err != nil || rep.Path != "pools" || rep.Nodes != 2 {
+	if err := json.Unmarshal(files["pools/"+ReportFile], &rep); err != nil || rep.Path != "pools" || rep.Nodes != 2 {
 		t.Errorf("report file: %v %+v", err, rep)
 	}
 }

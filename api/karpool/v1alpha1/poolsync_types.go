@@ -165,7 +165,7 @@ type ReportSpec struct {
 
 // StatusCommitSpec says where status commits go. They need a spec.secretRef allowed to push.
 type StatusCommitSpec struct {
-	// Branch receives the reports, under <namespace>/<name>/ of the PoolSync. A branch of its
+	// Branch receives the reports, in a directory named after the PoolSync. A branch of its
 	// own keeps the commits out of the history PoolSync reconciles.
 	// +kubebuilder:default:=karpool-status
 	// +optional
