@@ -27,6 +27,10 @@ type planOptions struct {
 	statusBranch, poolSync string
 	output                 string
 	maxPods                int
+	// Posting: forge, pull request, repository slug, API base, post even without a change.
+	post, repository, apiURL string
+	pr                       int
+	always                   bool
 }
 
 func newPlanCommand() *cobra.Command {
@@ -82,6 +86,11 @@ validate (the output says where), 2 usage or I/O error.`,
 	f.StringVar(&o.region, "region", "us-east-1", "catalog region for prices")
 	f.StringVarP(&o.output, "output", "o", "text", "text, markdown or json")
 	f.IntVar(&o.maxPods, "max-pods", simulate.DefaultMaxPods, "most pods a revision's workload may expand to")
+	f.StringVar(&o.post, "post", "", "post the Markdown as the pull request's comment and a commit status on the head: github or gitea (token from GITHUB_TOKEN or GITEA_TOKEN)")
+	f.IntVar(&o.pr, "pr", 0, "with --post: the pull request's number")
+	f.StringVar(&o.repository, "repository", "", "with --post: OWNER/NAME on the forge (default: read from --repo's URL or its origin remote)")
+	f.StringVar(&o.apiURL, "api-url", "", "with --post: the forge's address (GitHub Enterprise: https://HOST/api/v3; Gitea: https://HOST, default the origin's host)")
+	f.BoolVar(&o.always, "always", false, "with --post: comment even when the change changes nothing")
 	return cmd
 }
 
@@ -99,6 +108,12 @@ func (o planOptions) check() error {
 		return errors.New("--workload and --status-branch both give the workload: choose one")
 	case o.poolSync != "" && o.statusBranch == "":
 		return errors.New("--poolsync selects a snapshot of --status-branch: give both")
+	case o.post != "" && o.post != "github" && o.post != "gitea":
+		return fmt.Errorf("--post %q: want github or gitea", o.post)
+	case o.post != "" && o.pr <= 0:
+		return errors.New("--post needs --pr N, the pull request's number")
+	case o.post == "" && (o.pr != 0 || o.always || o.repository != "" || o.apiURL != ""):
+		return errors.New("--pr, --always, --repository and --api-url go with --post")
 	}
 	return nil
 }
@@ -145,6 +160,11 @@ func runPlan(cmd *cobra.Command, o planOptions) error {
 	}
 	if err := writePlan(cmd.OutOrStdout(), plan, o.output); err != nil {
 		return err
+	}
+	if o.post != "" {
+		if err := postPlan(cmd, o, plan, head.Commit); err != nil {
+			return usageError{err}
+		}
 	}
 	if plan.Failed() {
 		return invalidInput{fmt.Sprintf("the head revision %s does not validate", head.Revision)}

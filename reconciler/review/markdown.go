@@ -29,7 +29,7 @@ func (p *Plan) Markdown(version string) string {
 	var b strings.Builder
 	b.WriteString(Marker(p.Path) + "\n")
 	fmt.Fprintf(&b, "### karpool plan for `%s`\n\n", cleanPath(p.Path))
-	b.WriteString(p.headline() + "\n\n")
+	b.WriteString(p.Headline() + "\n\n")
 	fmt.Fprintf(&b, "Base `%s` → head `%s`; %s.\n\n", p.Base.Revision, p.Head.Revision, p.workloadWords())
 	p.errorsSection(&b)
 	p.poolTable(&b)
@@ -43,8 +43,8 @@ func (p *Plan) Markdown(version string) string {
 	return capLength(b.String(), MaxComment)
 }
 
-// headline is the one line a reviewer reads first.
-func (p *Plan) headline() string {
+// Headline is the one line a reviewer reads first (Markdown).
+func (p *Plan) Headline() string {
 	switch {
 	case p.Failed():
 		return "**❌ The head revision does not validate: PoolSync would apply nothing.**"

@@ -24,7 +24,7 @@ func (p *Plan) WriteJSON(w io.Writer) error {
 func (p *Plan) Text() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "karpool plan for %s: base %s → head %s\n", cleanPath(p.Path), p.Base.Revision, p.Head.Revision)
-	fmt.Fprintf(&b, "%s\n%s.\n", strings.Trim(p.headline(), "*"), capitalize(p.workloadWords()))
+	fmt.Fprintf(&b, "%s\n%s.\n", strings.Trim(p.Headline(), "*"), capitalize(p.workloadWords()))
 	if p.Failed() {
 		b.WriteString("\nValidation errors:\n")
 		if p.Head.Error != "" {
