@@ -8,7 +8,8 @@
 # gets a new cache key and is rebuilt.
 #
 # Usage: hack/tools.sh [tool...]   (default: kube etcd kwok controller-gen cue; karpenter only when
-# named: Karpenter's kwok provider and CRDs, for `make bench-vs-karpenter`)
+# named: Karpenter's kwok provider and CRDs, for `make bench-vs-karpenter`; gitea only when named:
+# a real forge for the PR-comment tests)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,6 +25,7 @@ declare -A version=(
 	[controller-gen]=v0.21.0
 	[cue]=v0.17.1
 	[karpenter]=v1.14.1
+	[gitea]=v1.26.0
 )
 declare -A binaries=(
 	[kube]="kube-apiserver kube-controller-manager kube-scheduler"
@@ -32,6 +34,7 @@ declare -A binaries=(
 	[controller-gen]="controller-gen"
 	[cue]="cue"
 	[karpenter]="karpenter-kwok karpenter-crds"
+	[gitea]="gitea"
 )
 order=(kube etcd kwok controller-gen cue)
 
@@ -98,6 +101,30 @@ build_karpenter() {
 	mkdir -p "$out/karpenter-crds"
 	cp "$dir"/pkg/apis/crds/*.yaml "$dir"/kwok/apis/crds/*.yaml "$out/karpenter-crds/" || fail "copying Karpenter's CRDs"
 	chmod u+w "$out"/karpenter-crds/*.yaml
+}
+
+build_gitea() {
+	local out=$1 v=${version[gitea]}
+	local mod="$root/hack/tools/gitea"
+	local tags="bindata sqlite sqlite_unlock_notify"
+	# bindata embeds Gitea's templates/, options/ and public/ so the binary needs nothing beside it
+	# at run time. The embedded files (bindata.dat) are made by Gitea's own go:generate lines and are
+	# not in the module zip; the module cache is read-only (and -overlay refuses files under
+	# GOMODCACHE), so generate them in a writable copy of the module and build against that copy
+	# through a directory replace in a throwaway copy of the wrapper's go.mod.
+	local dir
+	dir=$(cd "$mod" && go list -m -f '{{.Dir}}' code.gitea.io/gitea) || fail "locating the gitea module"
+	local src="$out/.src"
+	run cp -R "$dir" "$src"
+	chmod -R u+w "$src"
+	(cd "$src" && run env CGO_ENABLED=0 go generate -tags bindata \
+		./modules/options ./modules/templates ./modules/public ./modules/migration)
+	cp "$mod/go.mod" "$out/.build.mod" && cp "$mod/go.sum" "$out/.build.sum" || fail "copying the gitea wrapper module"
+	echo "replace code.gitea.io/gitea => $src" >>"$out/.build.mod"
+	# cgo is required: without it go-sqlite3 builds a stub that fails only at run time.
+	(cd "$mod" && run env CGO_ENABLED=1 go build -modfile="$out/.build.mod" -tags "$tags" \
+		-ldflags "-s -w -X main.Version=${v#v} -X 'main.Tags=$tags'" -o "$out/gitea" code.gitea.io/gitea)
+	rm -rf "$src" "$out/.build.mod" "$out/.build.sum"
 }
 
 # key names the cache entry: the pinned version plus a hash of the wrapper module, so editing

@@ -718,29 +718,29 @@ type PoolType struct {
 	PricePerHour float64
 }
 
-// PoolTypes returns the instance types pool i of the input may launch (its requirements
-// applied), cheapest first. It is what the engine itself works with, for callers that compute
-// cost bounds or reports.
-func PoolTypes(in *Input, i int) []PoolType {
+// PoolTypes returns, for each pool of the input, the instance types it may launch (its
+// requirements applied), cheapest first. It is what the engine itself works with, for callers
+// that compute cost bounds or reports; the pools are built once for all of them.
+func PoolTypes(in *Input) [][]PoolType {
 	s := &solver{in: in, sigs: map[string]*nodeSig{}, counterIdx: map[string]int32{}, labelSetMatch: map[string][]int32{}}
 	s.buildPools()
-	if i < 0 || i >= len(s.pools) {
-		return nil
-	}
-	p := s.pools[i]
-	out := make([]PoolType, 0, len(p.types))
-	for j := range p.types {
-		t := &p.types[j]
-		it := *t.it
-		it.Offerings = nil
-		for _, o := range t.it.Offerings {
-			z, ok := s.zoneIdx[o.Zone]
-			ct := ctIndex(o.CapacityType)
-			if o.Available && ok && ct >= 0 && t.zoneByCT[ct]&(1<<z) != 0 {
-				it.Offerings = append(it.Offerings, o)
+	all := make([][]PoolType, len(s.pools))
+	for i, p := range s.pools {
+		out := make([]PoolType, 0, len(p.types))
+		for j := range p.types {
+			t := &p.types[j]
+			it := *t.it
+			it.Offerings = nil
+			for _, o := range t.it.Offerings {
+				z, ok := s.zoneIdx[o.Zone]
+				ct := ctIndex(o.CapacityType)
+				if o.Available && ok && ct >= 0 && t.zoneByCT[ct]&(1<<z) != 0 {
+					it.Offerings = append(it.Offerings, o)
+				}
 			}
+			out = append(out, PoolType{Type: it, DaemonSetOverhead: t.ds, PricePerHour: t.price})
 		}
-		out = append(out, PoolType{Type: it, DaemonSetOverhead: t.ds, PricePerHour: t.price})
+		all[i] = out
 	}
-	return out
+	return all
 }

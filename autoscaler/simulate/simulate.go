@@ -162,19 +162,28 @@ func Solve(ps *Pools, w *Workload, region string) (*Report, error) {
 	}
 	var warnings []string
 	in := &scheduling.Input{Region: region}
+	// Pools of one class launch the same types: they are computed once per class.
+	byClass := map[string][]catalog.InstanceType{}
 	for _, np := range ps.pools {
-		nco, _ := catalog.NodeClassOptionsFor(nil)
-		if ref := np.Spec.Template.Spec.NodeClassRef; ref != nil && ref.Name != "" {
-			if nc, ok := ps.classes[ref.Name]; ok {
-				nco, err = catalog.NodeClassOptionsFor(&nc.Spec)
-				if err != nil {
-					return nil, fmt.Errorf("%s: EC2NodeClass %q: %w", ps.where[np.Name], ref.Name, err)
-				}
-			} else {
-				warnings = append(warnings, fmt.Sprintf("%s: NodePool %q references EC2NodeClass %q, which is not among the pool files; default AL2023 settings assumed", ps.where[np.Name], np.Name, ref.Name))
-			}
+		class := ""
+		if ref := np.Spec.Template.Spec.NodeClassRef; ref != nil {
+			class = ref.Name
 		}
-		in.Pools = append(in.Pools, scheduling.Pool{NodePool: np, InstanceTypes: cat.InstanceTypes(nco)})
+		its, done := byClass[class]
+		if !done {
+			nco, _ := catalog.NodeClassOptionsFor(nil)
+			if nc, ok := ps.classes[class]; ok {
+				if nco, err = catalog.NodeClassOptionsFor(&nc.Spec); err != nil {
+					return nil, fmt.Errorf("%s: EC2NodeClass %q: %w", ps.where[np.Name], class, err)
+				}
+			}
+			its = cat.InstanceTypes(nco)
+			byClass[class] = its
+		}
+		if _, ok := ps.classes[class]; !ok && class != "" {
+			warnings = append(warnings, fmt.Sprintf("%s: NodePool %q references EC2NodeClass %q, which is not among the pool files; default AL2023 settings assumed", ps.where[np.Name], np.Name, class))
+		}
+		in.Pools = append(in.Pools, scheduling.Pool{NodePool: np, InstanceTypes: its})
 	}
 	w.addTo(in)
 	if len(in.Pods) == 0 {
@@ -277,10 +286,14 @@ func newReport(in *scheduling.Input, res *scheduling.Result, region string) *Rep
 	for _, u := range res.Unschedulable {
 		rep.Unschedulable = append(rep.Unschedulable, Unschedulable{Pod: podName(u.Pod), Reason: u.Reason})
 	}
+	var types [][]scheduling.PoolType
 	for i := range in.Pools {
 		pr := byPool[in.Pools[i].NodePool.Name]
 		if len(poolPods[pr.Name]) > 0 {
-			b, w, err := poolBounds(in, i, poolPods[pr.Name])
+			if types == nil {
+				types = scheduling.PoolTypes(in)
+			}
+			b, w, err := poolBounds(in, types[i], i, poolPods[pr.Name])
 			if err != nil {
 				pr.BoundErr = err.Error()
 			} else {
@@ -304,9 +317,9 @@ func newReport(in *scheduling.Input, res *scheduling.Result, region string) *Rep
 // section 7): max(resource LP, hardest pod) and the whole-pod bound. Both are computed over
 // exactly the types the engine may launch in the pool, burstable, HPC and metal ones included
 // when the pool allows them, so that neither can exceed the cost of what it launches.
-func poolBounds(in *scheduling.Input, i int, pods []*corev1.Pod) (bound, wholePods float64, err error) {
+func poolBounds(in *scheduling.Input, types []scheduling.PoolType, i int, pods []*corev1.Pod) (bound, wholePods float64, err error) {
 	p := costbound.Problem{Limits: poolLimits(in.Pools[i].NodePool)}
-	for _, pt := range scheduling.PoolTypes(in, i) {
+	for _, pt := range types {
 		t := costbound.Type{Name: pt.Type.Name, Price: pt.PricePerHour, Capacity: pt.Type.Capacity}
 		for r := range t.Allocatable {
 			t.Allocatable[r] = pt.Type.Allocatable[r] - pt.DaemonSetOverhead[r]

@@ -270,11 +270,22 @@ func byReason(us []simulate.Unschedulable) []reasonGroup {
 		if !ok {
 			i = len(out)
 			idx[u.Reason] = i
-			out = append(out, reasonGroup{reason: u.Reason})
+			out = append(out, reasonGroup{reason: shortReason(u.Reason)})
 		}
 		out[i].pods = append(out[i].pods, u.Pod)
 	}
 	return out
+}
+
+// shortReason keeps the first reasons of a pod that fits no pool: with many pools, the engine
+// gives one per pool.
+func shortReason(r string) string {
+	const shown = 4
+	parts := strings.Split(r, "; ")
+	if len(parts) <= shown {
+		return r
+	}
+	return strings.Join(parts[:shown], "; ") + fmt.Sprintf("; and %d more reasons", len(parts)-shown)
 }
 
 func podList(pods []string) string {
