@@ -95,8 +95,11 @@ type Options struct {
 	Jitter float64
 	// MaxBackoff caps the growing wait between retries of a failing PoolSync; default 5 minutes.
 	MaxBackoff time.Duration
+	// Region is the cluster's AWS region, whose catalog prices the status reports and the
+	// plans of pull requests; default us-east-1.
+	Region string
 	// Prices prices a node by its labels (instance type, zone, capacity type) in the status
-	// report; default the embedded catalog of us-east-1.
+	// report; default the embedded catalog of Region.
 	Prices func(labels map[string]string) (float64, bool)
 }
 
@@ -109,6 +112,8 @@ type Reconciler struct {
 	failures map[string]int // consecutive failures by PoolSync name, for backoff
 	// applied is, by PoolSync name, the state of each object when last seen matching Git.
 	applied map[string]map[string]appliedState
+	// planned is the head commit each pull request was last planned at, by PoolSync#number.
+	planned map[string]string
 }
 
 // New returns a Reconciler using c for everything but Secrets (see Options.SecretReader).
@@ -134,10 +139,13 @@ func New(c client.Client, opts Options) *Reconciler {
 	if opts.MaxBackoff <= 0 {
 		opts.MaxBackoff = 5 * time.Minute
 	}
-	if opts.Prices == nil {
-		opts.Prices = status.CatalogPrices("us-east-1")
+	if opts.Region == "" {
+		opts.Region = "us-east-1"
 	}
-	return &Reconciler{Client: c, opts: opts, failures: map[string]int{}, applied: map[string]map[string]appliedState{}}
+	if opts.Prices == nil {
+		opts.Prices = status.CatalogPrices(opts.Region)
+	}
+	return &Reconciler{Client: c, opts: opts, failures: map[string]int{}, applied: map[string]map[string]appliedState{}, planned: map[string]string{}}
 }
 
 // DefaultValidators are strict decoding into the Go types and the CUE schema, in that order (of
@@ -202,6 +210,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	result, err := r.reconcile(ctx, obj, patcher)
 	r.reportStatus(ctx, obj)
+	r.reviewPullRequests(ctx, obj)
 	return result, err
 }
 

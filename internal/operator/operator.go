@@ -35,7 +35,6 @@ import (
 	"github.com/karpool/karpool/internal/featuregates"
 	"github.com/karpool/karpool/internal/localenv"
 	"github.com/karpool/karpool/reconciler"
-	"github.com/karpool/karpool/reconciler/status"
 )
 
 // Config is everything the controller process needs.
@@ -121,7 +120,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 		SecretReader:    mgr.GetAPIReader(),
 		EventRecorder:   mgr.GetEventRecorderFor("karpool"),
 		Metrics:         rtcontroller.NewMetrics(mgr, fluxRecorder()),
-		Prices:          status.CatalogPrices(cfg.AWS.Region),
+		Region:          cfg.AWS.Region,
 	})
 	if err := poolSync.SetupWithManager(mgr, reconciler.SetupOptions{MaxConcurrentReconciles: 2, SkipNameValidation: true}); err != nil {
 		return err

@@ -1,0 +1,183 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"path"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/karpool/karpool/api/karpool/v1alpha1"
+	"github.com/karpool/karpool/autoscaler/simulate"
+	"github.com/karpool/karpool/reconciler/build"
+	"github.com/karpool/karpool/reconciler/forge"
+	"github.com/karpool/karpool/reconciler/review"
+	"github.com/karpool/karpool/reconciler/source"
+	"github.com/karpool/karpool/reconciler/status"
+)
+
+// Event reasons of pull-request reviews.
+const (
+	PullRequestPlannedReason = "PullRequestPlanned"
+	PullRequestFailedReason  = "PullRequestPlanFailed"
+)
+
+// forgeTokenKey is the key of spec.report.pullRequests.secretRef's Secret that holds the token.
+const forgeTokenKey = "token"
+
+// reviewPullRequests plans every open pull request that changes spec.path, against the
+// cluster's workload as the status report snapshots it, and posts the plan as the pull
+// request's sticky comment with a commit status, once per head commit. Like status commits, it
+// never fails the reconciliation.
+func (r *Reconciler) reviewPullRequests(ctx context.Context, obj *v1alpha1.PoolSync) {
+	if obj.Spec.Report == nil || obj.Spec.Report.PullRequests == nil {
+		return
+	}
+	f, err := r.openForge(ctx, obj)
+	if err != nil {
+		r.event(obj, corev1.EventTypeWarning, PullRequestFailedReason, "%v", err)
+		return
+	}
+	prs, err := f.PullRequests(ctx)
+	if err != nil {
+		r.event(obj, corev1.EventTypeWarning, PullRequestFailedReason, "listing the pull requests: %v", err)
+		return
+	}
+	var workload *simulate.Workload
+	for _, pr := range prs {
+		if r.reviewed(obj.Name, pr.Number, pr.HeadSHA) {
+			continue
+		}
+		if touches, err := touchesPath(ctx, f, pr.Number, obj.Spec.Path); err != nil || !touches {
+			if err != nil {
+				r.event(obj, corev1.EventTypeWarning, PullRequestFailedReason, "pull request %d: %v", pr.Number, err)
+			}
+			continue
+		}
+		if workload == nil {
+			if workload, err = r.clusterWorkload(ctx, obj); err != nil {
+				r.event(obj, corev1.EventTypeWarning, PullRequestFailedReason, "reading the cluster's workload: %v", err)
+				return
+			}
+		}
+		if err := r.reviewOne(ctx, obj, f, pr, workload); err != nil {
+			r.event(obj, corev1.EventTypeWarning, PullRequestFailedReason, "pull request %d: %v", pr.Number, err)
+			continue
+		}
+		r.markReviewed(obj.Name, pr.Number, pr.HeadSHA)
+	}
+}
+
+// reviewOne plans one pull request and posts the plan.
+func (r *Reconciler) reviewOne(ctx context.Context, obj *v1alpha1.PoolSync, f forge.Forge, pr forge.PullRequest, w *simulate.Workload) error {
+	creds, err := r.credentials(ctx, obj)
+	if err != nil {
+		return err
+	}
+	base, err := r.opts.Fetcher.Fetch(ctx, source.Request{URL: obj.Spec.URL, Ref: source.Ref{Branch: pr.BaseRef}, Credentials: creds})
+	if err != nil {
+		return err
+	}
+	head, err := r.opts.Fetcher.Fetch(ctx, source.Request{URL: obj.Spec.URL, Ref: source.Ref{Branch: pr.HeadRef}, Credentials: creds})
+	if err != nil {
+		return err
+	}
+	plan, err := review.Make(ctx, review.Input{
+		Base: review.Tree{Revision: base.Revision, Files: base.Files}, Head: review.Tree{Revision: head.Revision, Files: head.Files},
+		Path: obj.Spec.Path, Workload: w, WorkloadSource: "the cluster's workload", Region: r.opts.Region,
+	})
+	if err != nil {
+		return err
+	}
+	out, c, err := forge.Post(ctx, f, pr.Number, review.Marker(obj.Spec.Path), plan.Markdown("controller"), plan.Changed(), false)
+	if err != nil {
+		return err
+	}
+	st := forge.Status{State: "success", Context: "karpool/plan", Description: forge.Description(plan.Headline()), TargetURL: c.URL}
+	if plan.Failed() {
+		st.State = "failure"
+	}
+	if err := f.SetStatus(ctx, head.Commit, st); err != nil {
+		return fmt.Errorf("setting the commit status: %w", err)
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("pull request planned", "pr", pr.Number, "comment", out, "status", st.State)
+	r.event(obj, corev1.EventTypeNormal, PullRequestPlannedReason, "Planned pull request %d at %s: %s", pr.Number, head.Revision, st.Description)
+	return nil
+}
+
+// openForge connects to the forge of spec.report.pullRequests with the token of its Secret.
+func (r *Reconciler) openForge(ctx context.Context, obj *v1alpha1.PoolSync) (forge.Forge, error) {
+	spec := obj.Spec.Report.PullRequests
+	key := types.NamespacedName{Namespace: r.opts.SecretNamespace, Name: spec.SecretRef.Name}
+	secret := &corev1.Secret{}
+	if err := r.opts.SecretReader.Get(ctx, key, secret); err != nil {
+		return nil, fmt.Errorf("reading Secret %s (spec.report.pullRequests.secretRef): %w", key, err)
+	}
+	token := strings.TrimSpace(string(secret.Data[forgeTokenKey]))
+	if token == "" {
+		return nil, fmt.Errorf("Secret %s (spec.report.pullRequests.secretRef) has no %q key", key, forgeTokenKey)
+	}
+	owner, name, err := forge.Slug(obj.Spec.URL)
+	if err != nil {
+		return nil, err
+	}
+	if spec.Provider == "github" {
+		return forge.NewGitHub(spec.APIURL, token, owner, name, nil)
+	}
+	base := spec.APIURL
+	if base == "" {
+		u, err := url.Parse(obj.Spec.URL)
+		if err != nil || u.Host == "" {
+			return nil, fmt.Errorf("spec.report.pullRequests.apiURL is needed: spec.url %q names no server", source.Redact(obj.Spec.URL))
+		}
+		base = u.Scheme + "://" + u.Host
+	}
+	return forge.NewGitea(ctx, base, token, owner, name, nil)
+}
+
+// touchesPath says whether a pull request changes a file under the PoolSync's path.
+func touchesPath(ctx context.Context, f forge.Forge, pr int, dir string) (bool, error) {
+	files, err := f.ChangedFiles(ctx, pr)
+	if err != nil {
+		return false, err
+	}
+	dir = strings.Trim(path.Clean("/"+dir), "/")
+	for _, name := range files {
+		if dir == "" || name == dir || strings.HasPrefix(name, dir+"/") {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// clusterWorkload is the workload snapshot the status report would commit, read back as a
+// workload: the pull request is planned against what the cluster runs.
+func (r *Reconciler) clusterWorkload(ctx context.Context, obj *v1alpha1.PoolSync) (*simulate.Workload, error) {
+	files, err := r.statusFiles(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	name := status.Dir(obj) + "/" + status.WorkloadFile
+	objs, err := build.LoadFile(name, files[name])
+	if err != nil {
+		return nil, err
+	}
+	return simulate.WorkloadOf(objs, 0)
+}
+
+// reviewed says whether the pull request was planned at this head commit already.
+func (r *Reconciler) reviewed(poolSync string, pr int, sha string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.planned[fmt.Sprintf("%s#%d", poolSync, pr)] == sha
+}
+
+func (r *Reconciler) markReviewed(poolSync string, pr int, sha string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.planned[fmt.Sprintf("%s#%d", poolSync, pr)] = sha
+}
