@@ -7,9 +7,9 @@
 # on the same machine (which is what CI is) therefore links instead of rebuilding, and a changed pin
 # gets a new cache key and is rebuilt.
 #
-# Usage: hack/tools.sh [tool...]   (default: kube etcd kwok controller-gen cue; karpenter only when
-# named: Karpenter's kwok provider and CRDs, for `make bench-vs-karpenter`; gitea only when named:
-# a real forge for the PR-comment tests)
+# Usage: hack/tools.sh [tool...]   (default: kube etcd kwok controller-gen cue gitea — Gitea is
+# the real forge of the pull-request tests; karpenter only when named: Karpenter's kwok provider
+# and CRDs, for `make bench-vs-karpenter`)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,7 +36,7 @@ declare -A binaries=(
 	[karpenter]="karpenter-kwok karpenter-crds"
 	[gitea]="gitea"
 )
-order=(kube etcd kwok controller-gen cue)
+order=(kube etcd kwok controller-gen cue gitea)
 
 fail() {
 	echo "tools: FAILED: $*" >&2

@@ -34,6 +34,7 @@ func (p *Plan) Markdown(version string) string {
 	p.errorsSection(&b)
 	p.poolTable(&b)
 	p.unschedulableSection(&b)
+	p.fittingSection(&b)
 	p.replacedSection(&b)
 	p.worstCaseSection(&b)
 	tail := p.assumptions(version)
@@ -57,7 +58,7 @@ func (p *Plan) Headline() string {
 	}
 	rel := ""
 	if before > 0 {
-		rel = fmt.Sprintf(", %+.1f %%", 100*(after-before)/before)
+		rel = strings.Replace(fmt.Sprintf(", %+.1f %%", 100*(after-before)/before), "-", "−", 1)
 	}
 	return fmt.Sprintf("**Estimated node cost: %s → %s per month (%s%s)**", dollars(before), dollars(after), signed(after-before), rel)
 }
@@ -132,6 +133,18 @@ func (p *Plan) unschedulableSection(b *strings.Builder) {
 	fmt.Fprintf(b, "#### ⚠️ Pods that would no longer fit (%d)\n\n", len(p.Unschedulable))
 	for _, g := range byReason(p.Unschedulable) {
 		fmt.Fprintf(b, "- %s: %s\n", podList(g.pods), mdEscape(g.reason))
+	}
+	b.WriteString("\n")
+}
+
+// fittingSection names the pods the base leaves Pending and the head places.
+func (p *Plan) fittingSection(b *strings.Builder) {
+	if len(p.Fitting) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "#### Pods that would fit again (%d)\n\n", len(p.Fitting))
+	for _, g := range byReason(p.Fitting) {
+		fmt.Fprintf(b, "- %s, Pending under the base: %s\n", podList(g.pods), mdEscape(g.reason))
 	}
 	b.WriteString("\n")
 }

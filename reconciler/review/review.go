@@ -61,8 +61,10 @@ type Plan struct {
 	Objects []ObjectChange `json:"objects"`
 	// Pools compares each NodePool present in either revision, in name order.
 	Pools []PoolChange `json:"pools"`
-	// Unschedulable are the pods that the head leaves without a node and the base does not.
+	// Unschedulable are the pods that the head leaves without a node and the base does not;
+	// Fitting the pods the base leaves without a node and the head places.
 	Unschedulable []simulate.Unschedulable `json:"unschedulable"`
+	Fitting       []simulate.Unschedulable `json:"fitting"`
 	// Replaced are the base's nodes that the head would replace, by pool.
 	Replaced []Replacement `json:"replaced"`
 	// WorstCase is the head with every HorizontalPodAutoscaler at its maxReplicas; nil when
@@ -145,6 +147,7 @@ func Make(ctx context.Context, in Input) (*Plan, error) {
 	p.Pools = comparePools(p.Base, p.Head)
 	if p.Base.Planned() && p.Head.Planned() {
 		p.Unschedulable = newlyUnschedulable(p.Base.report, p.Head.report)
+		p.Fitting = newlyUnschedulable(p.Head.report, p.Base.report)
 		p.Replaced = replaced(p.Base, p.Head, in.Now)
 	}
 	if p.Head.Planned() {
@@ -247,7 +250,8 @@ func comparePools(base, head *Side) []PoolChange {
 	return out
 }
 
-// newlyUnschedulable are the head's unschedulable pods that the base schedules.
+// newlyUnschedulable are the head's unschedulable pods that the base schedules (called the
+// other way round: the base's that the head schedules).
 func newlyUnschedulable(base, head *simulate.Report) []simulate.Unschedulable {
 	before := map[string]bool{}
 	for _, u := range base.Unschedulable {

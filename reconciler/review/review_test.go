@@ -216,6 +216,15 @@ func TestUnschedulable(t *testing.T) {
 	if h := p.Pools[0].Head; h.CapCPU > h.LimitCPU {
 		t.Errorf("head capacity %dm above the limit %dm", h.CapCPU, h.LimitCPU)
 	}
+	// The other way round, the same pods fit again.
+	back, err := Make(context.Background(), Input{Base: tree("b", with(map[string]string{"pools/nodepool.yaml": pool("t3.small", "4", "web")})),
+		Head: tree("h", base), Path: "pools"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Fitting) != len(p.Unschedulable) || len(back.Unschedulable) != 0 || !strings.Contains(back.Markdown("test"), fmt.Sprintf("Pods that would fit again (%d)", len(p.Unschedulable))) {
+		t.Errorf("raising the limit: fitting %v, unschedulable %v", back.Fitting, back.Unschedulable)
+	}
 }
 
 // TestTemplateDrift: a label change keeps the plan's cost but replaces every node, as many at

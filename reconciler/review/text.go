@@ -61,6 +61,12 @@ func (p *Plan) Text() string {
 			fmt.Fprintf(&b, "  %s: %s\n", strings.ReplaceAll(podList(g.pods), "`", ""), g.reason)
 		}
 	}
+	if len(p.Fitting) > 0 {
+		fmt.Fprintf(&b, "\nPods that would fit again (%d):\n", len(p.Fitting))
+		for _, g := range byReason(p.Fitting) {
+			fmt.Fprintf(&b, "  %s, Pending under the base: %s\n", strings.ReplaceAll(podList(g.pods), "`", ""), g.reason)
+		}
+	}
 	if len(p.Replaced) > 0 {
 		b.WriteString("\nNodes that would be replaced:\n")
 		for _, r := range p.Replaced {
