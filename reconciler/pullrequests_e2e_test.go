@@ -1,0 +1,148 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fluxmeta "github.com/fluxcd/pkg/apis/meta"
+
+	"github.com/karpool/karpool/api/karpool/v1alpha1"
+	"github.com/karpool/karpool/internal/giteatest"
+	"github.com/karpool/karpool/reconciler/review"
+)
+
+func gitRun(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=test", "GIT_AUTHOR_EMAIL=test@example.com",
+		"GIT_COMMITTER_NAME=test", "GIT_COMMITTER_EMAIL=test@example.com", "GIT_CONFIG_GLOBAL=/dev/null")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestPullRequestsArePlanned: a PoolSync with spec.report.pullRequests plans the open pull
+// request of a real Gitea that changes its path, against the cluster's workload (four Pending
+// pods), and posts one comment and a commit status; a new commit to the pull request updates
+// the same comment and gets its own status.
+func TestPullRequestsArePlanned(t *testing.T) {
+	h := startController(t)
+	srv := giteatest.Start(t)
+	clone := srv.CreateRepo("pools")
+	work := t.TempDir()
+	seed := func(name string) string {
+		data, err := os.ReadFile(filepath.Join("..", "examples", "seeds", "002-hpa-terraform", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	write := func(name, content string) {
+		p := filepath.Join(work, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodePool := seed("nodepool.yaml")
+	gitRun(t, work, "init", "-q", "-b", "main")
+	write("pools/nodepool.yaml", nodePool)
+	write("pools/ec2nodeclass.yaml", seed("ec2nodeclass.yaml"))
+	gitRun(t, work, "add", "-A")
+	gitRun(t, work, "commit", "-q", "-m", "seed 002 pools")
+	gitRun(t, work, "remote", "add", "origin", srv.PushURL(clone))
+	gitRun(t, work, "push", "-q", "origin", "main")
+	gitRun(t, work, "checkout", "-q", "-b", "bigger")
+	write("pools/nodepool.yaml", strings.Replace(nodePool, `values: ["t3.small"]`, `values: ["t3.medium"]`, 1))
+	gitRun(t, work, "commit", "-q", "-am", "t3.medium")
+	gitRun(t, work, "push", "-q", "origin", "bigger")
+	pr := srv.OpenPullRequest("pools", "bigger", "main", "bigger nodes")
+
+	// The cluster's workload: four pods for the seed's pool, Pending (no node has its label).
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "pr-workload"}}
+	if err := h.c.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.c.Delete(context.Background(), ns) })
+	replicas := int32(4)
+	labels := map[string]string{"app": "web"}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns.Name},
+		Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+				NodeSelector: map[string]string{"intent": "apps"},
+				Containers: []corev1.Container{{Name: "web", Image: "example.com/web", Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("512Mi")}}}},
+			}}}}
+	if err := h.c.Create(ctx, dep); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor(time.Minute, "the Deployment's 4 pods", func() (bool, string) {
+		var pods corev1.PodList
+		if err := h.c.List(ctx, &pods); err != nil {
+			return false, err.Error()
+		}
+		n := 0
+		for _, p := range pods.Items {
+			if p.Namespace == ns.Name {
+				n++
+			}
+		}
+		return n == 4, fmt.Sprintf("%d pods", n)
+	})
+
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gitea-token", Namespace: secretNamespace}, StringData: map[string]string{"token": srv.Token}}
+	if err := h.c.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.c.Delete(context.Background(), secret) })
+	h.poolSync("reviewed", clone, "pools", func(ps *v1alpha1.PoolSync) {
+		ps.Spec.Report = &v1alpha1.ReportSpec{PullRequests: &v1alpha1.PullRequestSpec{
+			Provider: "gitea", APIURL: srv.URL, SecretRef: fluxmeta.LocalObjectReference{Name: secret.Name}}}
+	})
+
+	marker := review.Marker("pools")
+	waitComment := func(sha, contains string) giteatest.Comment {
+		var c giteatest.Comment
+		h.waitFor(2*time.Minute, "the plan comment and status of "+sha[:8], func() (bool, string) {
+			cs := srv.Comments("pools", pr)
+			st := srv.Statuses("pools", sha)
+			if len(cs) != 1 || !strings.Contains(cs[0].Body, marker) || !strings.Contains(cs[0].Body, contains) || len(st) == 0 {
+				return false, fmt.Sprintf("%d comments, %d statuses", len(cs), len(st))
+			}
+			c = cs[0]
+			return st[0].State == "success" && st[0].Context == "karpool/plan", fmt.Sprintf("status %+v", st[0])
+		})
+		return c
+	}
+	first := waitComment(gitRun(t, work, "rev-parse", "HEAD"), "t3.medium on-demand")
+	for _, want := range []string{"4 pods from the cluster's workload", "t3.small on-demand", "Estimated node cost: $"} {
+		if !strings.Contains(first.Body, want) {
+			t.Errorf("comment lacks %q:\n%s", want, first.Body)
+		}
+	}
+
+	write("pools/nodepool.yaml", strings.Replace(strings.Replace(nodePool, `values: ["t3.small"]`, `values: ["t3.medium"]`, 1), "cpu: 20", "cpu: 36", 1))
+	gitRun(t, work, "commit", "-q", "-am", "cpu 36")
+	gitRun(t, work, "push", "-q", "origin", "bigger")
+	second := waitComment(gitRun(t, work, "rev-parse", "HEAD"), "of 36<br>memory")
+	if second.ID != first.ID {
+		t.Errorf("a new comment %d instead of updating %d", second.ID, first.ID)
+	}
+}
