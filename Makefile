@@ -20,10 +20,11 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/karpool ./cmd/karpool
 
 ## up: karpool's main job on this machine (control plane, AWS simulator, git server, controller); Ctrl-C stops it
-up: tools build
+up: build
+	hack/tools.sh kube etcd kwok
 	$(BIN)/karpool up
 
-## tools: pinned etcd, kube-apiserver/-controller-manager/-scheduler, kwok, controller-gen, cue into bin/
+## tools: pinned etcd, kube-apiserver/-controller-manager/-scheduler, kwok, controller-gen, cue, gitea into bin/
 tools:
 	hack/tools.sh
 
