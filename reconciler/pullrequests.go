@@ -3,7 +3,6 @@ package reconciler
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"path"
 	"strings"
 
@@ -125,18 +124,11 @@ func (r *Reconciler) openForge(ctx context.Context, obj *v1alpha1.PoolSync) (for
 	if err != nil {
 		return nil, err
 	}
-	if spec.Provider == "github" {
-		return forge.NewGitHub(spec.APIURL, token, owner, name, nil)
+	f, err := forge.Open(ctx, spec.Provider, spec.APIURL, token, obj.Spec.URL, owner, name)
+	if err != nil {
+		return nil, fmt.Errorf("spec.report.pullRequests: %w (set apiURL)", err)
 	}
-	base := spec.APIURL
-	if base == "" {
-		u, err := url.Parse(obj.Spec.URL)
-		if err != nil || u.Host == "" {
-			return nil, fmt.Errorf("spec.report.pullRequests.apiURL is needed: spec.url %q names no server", source.Redact(obj.Spec.URL))
-		}
-		base = u.Scheme + "://" + u.Host
-	}
-	return forge.NewGitea(ctx, base, token, owner, name, nil)
+	return f, nil
 }
 
 // touchesPath says whether a pull request changes a file under the PoolSync's path.

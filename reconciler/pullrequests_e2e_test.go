@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,21 +18,9 @@ import (
 
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
 	"github.com/karpool/karpool/internal/giteatest"
+	"github.com/karpool/karpool/internal/gittest"
 	"github.com/karpool/karpool/reconciler/review"
 )
-
-func gitRun(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=test", "GIT_AUTHOR_EMAIL=test@example.com",
-		"GIT_COMMITTER_NAME=test", "GIT_COMMITTER_EMAIL=test@example.com", "GIT_CONFIG_GLOBAL=/dev/null")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
 
 // TestPullRequestsArePlanned: a PoolSync with spec.report.pullRequests plans the open pull
 // request of a real Gitea that changes its path, against the cluster's workload (four Pending
@@ -61,17 +48,17 @@ func TestPullRequestsArePlanned(t *testing.T) {
 		}
 	}
 	nodePool := seed("nodepool.yaml")
-	gitRun(t, work, "init", "-q", "-b", "main")
+	gittest.Git(t, work, "init", "-q", "-b", "main")
 	write("pools/nodepool.yaml", nodePool)
 	write("pools/ec2nodeclass.yaml", seed("ec2nodeclass.yaml"))
-	gitRun(t, work, "add", "-A")
-	gitRun(t, work, "commit", "-q", "-m", "seed 002 pools")
-	gitRun(t, work, "remote", "add", "origin", srv.PushURL(clone))
-	gitRun(t, work, "push", "-q", "origin", "main")
-	gitRun(t, work, "checkout", "-q", "-b", "bigger")
+	gittest.Git(t, work, "add", "-A")
+	gittest.Git(t, work, "commit", "-q", "-m", "seed 002 pools")
+	gittest.Git(t, work, "remote", "add", "origin", srv.PushURL(clone))
+	gittest.Git(t, work, "push", "-q", "origin", "main")
+	gittest.Git(t, work, "checkout", "-q", "-b", "bigger")
 	write("pools/nodepool.yaml", strings.Replace(nodePool, `values: ["t3.small"]`, `values: ["t3.medium"]`, 1))
-	gitRun(t, work, "commit", "-q", "-am", "t3.medium")
-	gitRun(t, work, "push", "-q", "origin", "bigger")
+	gittest.Git(t, work, "commit", "-q", "-am", "t3.medium")
+	gittest.Git(t, work, "push", "-q", "origin", "bigger")
 	pr := srv.OpenPullRequest("pools", "bigger", "main", "bigger nodes")
 
 	// The cluster's workload: four pods for the seed's pool, Pending (no node has its label).
@@ -131,7 +118,7 @@ func TestPullRequestsArePlanned(t *testing.T) {
 		})
 		return c
 	}
-	first := waitComment(gitRun(t, work, "rev-parse", "HEAD"), "t3.medium on-demand")
+	first := waitComment(gittest.Git(t, work, "rev-parse", "HEAD"), "t3.medium on-demand")
 	for _, want := range []string{"4 pods from the cluster's workload", "t3.small on-demand", "Estimated node cost: $"} {
 		if !strings.Contains(first.Body, want) {
 			t.Errorf("comment lacks %q:\n%s", want, first.Body)
@@ -139,9 +126,9 @@ func TestPullRequestsArePlanned(t *testing.T) {
 	}
 
 	write("pools/nodepool.yaml", strings.Replace(strings.Replace(nodePool, `values: ["t3.small"]`, `values: ["t3.medium"]`, 1), "cpu: 20", "cpu: 36", 1))
-	gitRun(t, work, "commit", "-q", "-am", "cpu 36")
-	gitRun(t, work, "push", "-q", "origin", "bigger")
-	second := waitComment(gitRun(t, work, "rev-parse", "HEAD"), "of 36<br>memory")
+	gittest.Git(t, work, "commit", "-q", "-am", "cpu 36")
+	gittest.Git(t, work, "push", "-q", "origin", "bigger")
+	second := waitComment(gittest.Git(t, work, "rev-parse", "HEAD"), "of 36<br>memory")
 	if second.ID != first.ID {
 		t.Errorf("a new comment %d instead of updating %d", second.ID, first.ID)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net/url"
 	"os"
 	"strings"
 
@@ -51,18 +50,11 @@ func openForge(cmd *cobra.Command, o planOptions) (forge.Forge, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.post == "github" {
-		return forge.NewGitHub(o.apiURL, token, owner, name, nil)
+	f, err := forge.Open(cmd.Context(), o.post, o.apiURL, token, remote, owner, name)
+	if err != nil {
+		return nil, fmt.Errorf("--post %s: %w (give --api-url)", o.post, err)
 	}
-	base := o.apiURL
-	if base == "" {
-		u, err := url.Parse(remote)
-		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-			return nil, fmt.Errorf("--post gitea: give the server with --api-url https://HOST (the repository's URL %q does not name it)", remote)
-		}
-		base = u.Scheme + "://" + u.Host
-	}
-	return forge.NewGitea(cmd.Context(), base, token, owner, name, nil)
+	return f, nil
 }
 
 func repositoryOf(flag, remote string) (owner, name string, err error) {

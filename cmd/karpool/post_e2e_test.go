@@ -2,28 +2,14 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/karpool/karpool/internal/giteatest"
+	"github.com/karpool/karpool/internal/gittest"
 )
-
-// gitIn runs git in dir and returns its trimmed output.
-func gitIn(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=test", "GIT_AUTHOR_EMAIL=test@example.com",
-		"GIT_COMMITTER_NAME=test", "GIT_COMMITTER_EMAIL=test@example.com", "GIT_CONFIG_GLOBAL=/dev/null")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
 
 func seedFile(t *testing.T, name string) string {
 	t.Helper()
@@ -43,7 +29,7 @@ func TestPlanPostsToGitea(t *testing.T) {
 	srv := giteatest.Start(t)
 	clone := srv.CreateRepo("pools")
 	work := t.TempDir()
-	gitIn(t, work, "init", "-q", "-b", "main")
+	gittest.Git(t, work, "init", "-q", "-b", "main")
 	write := func(name, content string) {
 		p := filepath.Join(work, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -56,10 +42,10 @@ func TestPlanPostsToGitea(t *testing.T) {
 	nodePool := seedFile(t, "nodepool.yaml")
 	write("pools/nodepool.yaml", nodePool)
 	write("pools/ec2nodeclass.yaml", seedFile(t, "ec2nodeclass.yaml"))
-	gitIn(t, work, "add", "-A")
-	gitIn(t, work, "commit", "-q", "-m", "seed 002 pools")
-	gitIn(t, work, "remote", "add", "origin", srv.PushURL(clone))
-	gitIn(t, work, "push", "-q", "origin", "main")
+	gittest.Git(t, work, "add", "-A")
+	gittest.Git(t, work, "commit", "-q", "-m", "seed 002 pools")
+	gittest.Git(t, work, "remote", "add", "origin", srv.PushURL(clone))
+	gittest.Git(t, work, "push", "-q", "origin", "main")
 
 	// The workload: 12 pods of 500m and 1Gi, as a file outside the repository.
 	wl := filepath.Join(t.TempDir(), "workload.yaml")
@@ -86,10 +72,10 @@ spec:
 		return run(args...)
 	}
 
-	gitIn(t, work, "checkout", "-q", "-b", "bigger")
+	gittest.Git(t, work, "checkout", "-q", "-b", "bigger")
 	write("pools/nodepool.yaml", strings.Replace(strings.Replace(nodePool, `values: ["t3.small"]`, `values: ["t3.medium"]`, 1), "cpu: 20", "cpu: 40", 1))
-	gitIn(t, work, "commit", "-q", "-am", "t3.medium, cpu 40")
-	gitIn(t, work, "push", "-q", "origin", "bigger")
+	gittest.Git(t, work, "commit", "-q", "-am", "t3.medium, cpu 40")
+	gittest.Git(t, work, "push", "-q", "origin", "bigger")
 	pr := srv.OpenPullRequest("pools", "bigger", "main", "bigger nodes")
 
 	want, err := plan("bigger", 0)
@@ -108,15 +94,15 @@ spec:
 			t.Errorf("the plan lacks %q:\n%s", s, want)
 		}
 	}
-	head := gitIn(t, work, "rev-parse", "HEAD")
+	head := gittest.Git(t, work, "rev-parse", "HEAD")
 	if st := srv.Statuses("pools", head); len(st) == 0 || st[0].State != "success" || st[0].Context != "karpool/plan" || !strings.Contains(st[0].Description, "Estimated node cost") {
 		t.Errorf("statuses of %s: %+v", head, st)
 	}
 
 	// Another commit: the same comment, updated.
 	write("pools/nodepool.yaml", strings.Replace(strings.Replace(nodePool, `values: ["t3.small"]`, `values: ["t3.medium"]`, 1), "cpu: 20", "cpu: 48", 1))
-	gitIn(t, work, "commit", "-q", "-am", "cpu 48")
-	gitIn(t, work, "push", "-q", "origin", "bigger")
+	gittest.Git(t, work, "commit", "-q", "-am", "cpu 48")
+	gittest.Git(t, work, "push", "-q", "origin", "bigger")
 	if out, err := plan("bigger", pr); err != nil {
 		t.Fatalf("plan --post again: %v\n%s", err, out)
 	}
@@ -126,11 +112,11 @@ spec:
 	}
 
 	// An invalid pool: exit 1, the error at its file:line, a failure status.
-	gitIn(t, work, "checkout", "-q", "main")
-	gitIn(t, work, "checkout", "-q", "-b", "broken")
+	gittest.Git(t, work, "checkout", "-q", "main")
+	gittest.Git(t, work, "checkout", "-q", "-b", "broken")
 	write("pools/nodepool.yaml", strings.Replace(nodePool, "  limits:", "  limit:", 1))
-	gitIn(t, work, "commit", "-q", "-am", "misspelt limits")
-	gitIn(t, work, "push", "-q", "origin", "broken")
+	gittest.Git(t, work, "commit", "-q", "-am", "misspelt limits")
+	gittest.Git(t, work, "push", "-q", "origin", "broken")
 	bad := srv.OpenPullRequest("pools", "broken", "main", "broken pool")
 	out, err := plan("broken", bad)
 	if err == nil || exitCode(err) != 1 {
@@ -141,7 +127,7 @@ spec:
 	if cs := srv.Comments("pools", bad); len(cs) != 1 || !strings.Contains(cs[0].Body, located) {
 		t.Errorf("comments on the invalid pull request %+v, want one with %s", cs, located)
 	}
-	brokenHead := gitIn(t, work, "rev-parse", "HEAD")
+	brokenHead := gittest.Git(t, work, "rev-parse", "HEAD")
 	if st := srv.Statuses("pools", brokenHead); len(st) == 0 || st[0].State != "failure" {
 		t.Errorf("statuses of the invalid head: %+v", st)
 	}

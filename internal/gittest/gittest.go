@@ -136,16 +136,23 @@ func (r *Repo) Push(branch string) {
 
 func (r *Repo) git(dir string, args ...string) string {
 	r.t.Helper()
+	return Git(r.t, dir, args...)
+}
+
+// Git runs git in dir, as a test author without the developer's configuration, and returns its
+// output without the trailing newline; a failure fails the test.
+func Git(t testing.TB, dir string, args ...string) string {
+	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
-	// Keep the developer's git configuration out of the tests.
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
+		"GIT_AUTHOR_NAME=test", "GIT_AUTHOR_EMAIL=test@example.com", "GIT_COMMITTER_NAME=test", "GIT_COMMITTER_EMAIL=test@example.com")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
-		r.t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, errb.String())
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, errb.String())
 	}
-	return out.String()
+	return strings.TrimSpace(out.String())
 }
 
 // Server serves every bare repository under Root over HTTP(S) through `git http-backend`.

@@ -91,6 +91,26 @@ func Post(ctx context.Context, f Forge, pr int, marker, body string, changed, al
 	return Created, c, nil
 }
 
+// Open connects to repository owner/name on the forge provider ("github" or "gitea") with
+// token. apiURL is the forge's address; empty means api.github.com for GitHub, and for Gitea
+// the scheme and host of repoURL (the repository's clone URL).
+func Open(ctx context.Context, provider, apiURL, token, repoURL, owner, name string) (Forge, error) {
+	switch provider {
+	case "github":
+		return NewGitHub(apiURL, token, owner, name, nil)
+	case "gitea":
+		if apiURL == "" {
+			u, err := url.Parse(repoURL)
+			if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+				return nil, fmt.Errorf("the Gitea server's address is needed: the repository URL %q does not name it", repoURL)
+			}
+			apiURL = u.Scheme + "://" + u.Host
+		}
+		return NewGitea(ctx, apiURL, token, owner, name, nil)
+	}
+	return nil, fmt.Errorf("forge %q: want github or gitea", provider)
+}
+
 // Slug reads owner/name from a repository URL: https://host/owner/name(.git),
 // ssh://git@host/owner/name.git, or git@host:owner/name.git.
 func Slug(repoURL string) (owner, name string, err error) {

@@ -20,6 +20,18 @@ const (
 	memory
 )
 
+// poolRows are a pool's rows of the comparison: what, previous, new, difference.
+func poolRows(c PoolChange) [][4]string {
+	return [][4]string{
+		{"nodes", nodesCell(c.Base), nodesCell(c.Head), countDiff(c.Base, c.Head)},
+		{"$/month", costCell(c.Base), costCell(c.Head), costDiff(c.Base, c.Head)},
+		{"cpu requested / allocatable", usage(c.Base, cpu), usage(c.Head, cpu), ""},
+		{"memory requested / allocatable", usage(c.Base, memory), usage(c.Head, memory), ""},
+		{"limit headroom", headroom(c.Base), headroom(c.Head), ""},
+		{"cost / lower bound", ratio(c.Base), ratio(c.Head), ""},
+	}
+}
+
 // nodesCell is "3 × t3.small on-demand", one line per instance type and capacity type.
 func nodesCell(s *simulate.PoolSummary) string {
 	if s == nil {

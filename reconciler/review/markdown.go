@@ -107,15 +107,7 @@ func (p *Plan) poolTable(b *strings.Builder) {
 	}
 	b.WriteString("| NodePool | | Previous | New | Diff |\n|---|---|---|---|---|\n")
 	for _, c := range p.Pools {
-		rows := [][4]string{
-			{"nodes", nodesCell(c.Base), nodesCell(c.Head), countDiff(c.Base, c.Head)},
-			{"$/month", costCell(c.Base), costCell(c.Head), costDiff(c.Base, c.Head)},
-			{"cpu requested / allocatable", usage(c.Base, cpu), usage(c.Head, cpu), ""},
-			{"memory requested / allocatable", usage(c.Base, memory), usage(c.Head, memory), ""},
-			{"limit headroom", headroom(c.Base), headroom(c.Head), ""},
-			{"cost / lower bound", ratio(c.Base), ratio(c.Head), ""},
-		}
-		for i, r := range rows {
+		for i, r := range poolRows(c) {
 			name := ""
 			if i == 0 {
 				name = "**" + c.Name + "**"
@@ -127,24 +119,22 @@ func (p *Plan) poolTable(b *strings.Builder) {
 }
 
 func (p *Plan) unschedulableSection(b *strings.Builder) {
-	if len(p.Unschedulable) == 0 {
-		return
-	}
-	fmt.Fprintf(b, "#### ⚠️ Pods that would no longer fit (%d)\n\n", len(p.Unschedulable))
-	for _, g := range byReason(p.Unschedulable) {
-		fmt.Fprintf(b, "- %s: %s\n", podList(g.pods), mdEscape(g.reason))
-	}
-	b.WriteString("\n")
+	podSection(b, "⚠️ Pods that would no longer fit", "", p.Unschedulable)
 }
 
 // fittingSection names the pods the base leaves Pending and the head places.
 func (p *Plan) fittingSection(b *strings.Builder) {
-	if len(p.Fitting) == 0 {
+	podSection(b, "Pods that would fit again", ", Pending under the base", p.Fitting)
+}
+
+// podSection lists pods grouped by reason under a heading.
+func podSection(b *strings.Builder, title, note string, pods []simulate.Unschedulable) {
+	if len(pods) == 0 {
 		return
 	}
-	fmt.Fprintf(b, "#### Pods that would fit again (%d)\n\n", len(p.Fitting))
-	for _, g := range byReason(p.Fitting) {
-		fmt.Fprintf(b, "- %s, Pending under the base: %s\n", podList(g.pods), mdEscape(g.reason))
+	fmt.Fprintf(b, "#### %s (%d)\n\n", title, len(pods))
+	for _, g := range byReason(pods) {
+		fmt.Fprintf(b, "- %s%s: %s\n", podList(g.pods), note, mdEscape(g.reason))
 	}
 	b.WriteString("\n")
 }

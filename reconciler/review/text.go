@@ -43,14 +43,7 @@ func (p *Plan) Text() string {
 		fmt.Fprintf(&b, "\nNodePool %s\n", c.Name)
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 		fmt.Fprintf(tw, "  \tprevious\tnew\tdiff\n")
-		for _, r := range [][4]string{
-			{"nodes", nodesCell(c.Base), nodesCell(c.Head), countDiff(c.Base, c.Head)},
-			{"$/month", costCell(c.Base), costCell(c.Head), costDiff(c.Base, c.Head)},
-			{"cpu", usage(c.Base, cpu), usage(c.Head, cpu), ""},
-			{"memory", usage(c.Base, memory), usage(c.Head, memory), ""},
-			{"headroom", headroom(c.Base), headroom(c.Head), ""},
-			{"cost/bound", ratio(c.Base), ratio(c.Head), ""},
-		} {
+		for _, r := range poolRows(c) {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", r[0], plain(r[1]), plain(r[2]), r[3])
 		}
 		tw.Flush()
