@@ -86,7 +86,7 @@ type WorstCase struct {
 type Side struct {
 	Revision string `json:"revision"`
 	// Error is why the revision could not be built or planned (its build errors, with
-	// file:line:col); Findings are its validation problems. Either leaves Report nil.
+	// file:line:col); Findings are its validation problems. Either means it was not planned.
 	Error    string             `json:"error,omitempty"`
 	Findings []validate.Finding `json:"findings,omitempty"`
 	Pods     int                `json:"pods"`
@@ -113,7 +113,7 @@ type PoolChange struct {
 type Replacement struct {
 	Pool   string `json:"pool"`
 	Nodes  int    `json:"nodes"`
-	Reason string `json:"reason"` // disruption's drift reason (NodePoolDrift, ...)
+X
 	// Message says why, from the drift rules; AtATime is how many nodes the pool's Drifted
 	// budget lets go at once.
 	Message string `json:"message"`
