@@ -113,7 +113,7 @@ type PoolChange struct {
 type Replacement struct {
 	Pool   string `json:"pool"`
 	Nodes  int    `json:"nodes"`
-X
+	Reason string `json:"reason"` // the disruption controller's drift reason, or NodePoolRemoved
 	// Message says why, from the drift rules; AtATime is how many nodes the pool's Drifted
 	// budget lets go at once.
 	Message string `json:"message"`
