@@ -113,7 +113,10 @@ build_gitea() {
 	# GOMODCACHE), so generate them in a writable copy of the module and build against that copy
 	# through a directory replace in a throwaway copy of the wrapper's go.mod.
 	local dir
+	# go list reports no directory for a module that is not in the module cache yet.
+	(cd "$mod" && run go mod download code.gitea.io/gitea)
 	dir=$(cd "$mod" && go list -m -f '{{.Dir}}' code.gitea.io/gitea) || fail "locating the gitea module"
+	[ -n "$dir" ] && [ -d "$dir" ] || fail "the gitea module is not in the module cache after go mod download"
 	local src="$out/.src"
 	run cp -R "$dir" "$src"
 	chmod -R u+w "$src"
