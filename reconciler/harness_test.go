@@ -67,7 +67,8 @@ func (l *logBuffer) String() string {
 	return l.b.String()
 }
 
-func startController(t *testing.T) *harness {
+// startController runs the controller; configure may change its options.
+func startController(t *testing.T, configure ...func(*Options)) *harness {
 	t.Helper()
 	env := localenvtest.Env(t)
 	c, err := env.Client()
@@ -90,12 +91,16 @@ func startController(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := New(mgr.GetClient(), Options{
+	opts := Options{
 		SecretNamespace: secretNamespace,
 		SecretReader:    mgr.GetAPIReader(),
 		EventRecorder:   mgr.GetEventRecorderFor("karpool"),
 		Metrics:         rtcontroller.NewMetrics(mgr, recorder),
-	})
+	}
+	for _, f := range configure {
+		f(&opts)
+	}
+	r := New(mgr.GetClient(), opts)
 	if err := r.SetupWithManager(mgr, SetupOptions{SkipNameValidation: true}); err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	rtcontroller "github.com/fluxcd/pkg/runtime/controller"
+	"github.com/fluxcd/pkg/runtime/events"
 	"github.com/fluxcd/pkg/runtime/patch"
 	"github.com/fluxcd/pkg/runtime/predicates"
 	"github.com/fluxcd/pkg/runtime/reconcile"
@@ -82,6 +83,9 @@ type Options struct {
 	SecretReader client.Reader
 	// EventRecorder receives events; nil records none.
 	EventRecorder kuberecorder.EventRecorder
+	// Notifier also sends every event to Flux's notification-controller (NewNotifier); nil
+	// sends none.
+	Notifier *events.Recorder
 	// Metrics records durations and readiness; the zero value records nothing.
 	Metrics rtcontroller.Metrics
 	// Validators check objects before anything is applied, alongside a server-side dry-run of
@@ -359,9 +363,12 @@ func (r *Reconciler) jitter(d time.Duration) time.Duration {
 	return d + time.Duration((rand.Float64()*2-1)*r.opts.Jitter*float64(d))
 }
 
-// event records an event when a recorder is configured.
+// event records an event when a recorder is configured, and sends it to Flux when a notifier is.
 func (r *Reconciler) event(obj *v1alpha1.PoolSync, eventType, reason, format string, args ...any) {
 	if r.opts.EventRecorder != nil {
 		r.opts.EventRecorder.Eventf(obj, eventType, reason, format, args...)
+	}
+	if r.opts.Notifier != nil {
+		r.notify(obj, eventType, reason, format, args...)
 	}
 }

@@ -78,6 +78,7 @@ with Karpenter's messages ("launched nodeclaim", ...). Metrics are served on
 	fl.BoolVar(&f.cfg.DisruptionDryRun, "disruption-dry-run", false, "decide disruptions as usual but only report them (DisruptionDryRun events, log lines); taint and delete nothing")
 	fl.StringVar(&f.minSavings, "consolidation-min-savings", "", `least a consolidation must save: "10%", USD per hour "0.05", or both "10%,0.05"; NodePools may override it with the karpool.dev/consolidation-min-savings annotation (default: any saving, as Karpenter)`)
 	fl.StringVar(&f.gates, "feature-gates", os.Getenv("FEATURE_GATES"), `optional behaviours, Karpenter's format: "SpotToSpotConsolidation=true" (spot nodes replaced by cheaper spot nodes); Karpenter's other gates are accepted and ignored (default $FEATURE_GATES)`)
+	fl.StringVar(&f.cfg.EventsAddr, "events-addr", "", "Flux notification-controller address (Flux's --events-addr, e.g. http://notification-controller.flux-system.svc.cluster.local./): every PoolSync event is also sent there, for Flux Alerts; empty: none")
 	fl.BoolVar(&f.debug, "debug", false, "log debug messages")
 	return cmd
 }

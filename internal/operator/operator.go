@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	rtcontroller "github.com/fluxcd/pkg/runtime/controller"
+	"github.com/fluxcd/pkg/runtime/events"
 	fluxmetrics "github.com/fluxcd/pkg/runtime/metrics"
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
@@ -63,7 +64,10 @@ type Config struct {
 	MinSavings       disruption.MinSavings
 	// Gates are the feature gates (--feature-gates, Karpenter's FEATURE_GATES).
 	Gates featuregates.Gates
-	Log   logr.Logger
+	// EventsAddr is Flux's notification-controller, which then receives every PoolSync event
+	// (Flux's --events-addr); empty: none is sent.
+	EventsAddr string
+	Log        logr.Logger
 }
 
 // Ready is reported once the manager runs: the addresses it actually listens on.
@@ -115,10 +119,17 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	if err != nil {
 		return err
 	}
+	var notifier *events.Recorder
+	if cfg.EventsAddr != "" {
+		if notifier, err = reconciler.NewNotifier(cfg.EventsAddr, cfg.Log.WithName("events")); err != nil {
+			return err
+		}
+	}
 	poolSync := reconciler.New(mgr.GetClient(), reconciler.Options{
 		SecretNamespace: cfg.Namespace,
 		SecretReader:    mgr.GetAPIReader(),
 		EventRecorder:   mgr.GetEventRecorderFor("karpool"),
+		Notifier:        notifier,
 		Metrics:         rtcontroller.NewMetrics(mgr, fluxRecorder()),
 		Region:          cfg.AWS.Region,
 	})
