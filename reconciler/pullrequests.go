@@ -81,7 +81,10 @@ func (r *Reconciler) reviewOne(ctx context.Context, obj *v1alpha1.PoolSync, f fo
 	if err != nil {
 		return err
 	}
-	head, err := r.opts.Fetcher.Fetch(ctx, source.Request{URL: obj.Spec.URL, Ref: source.Ref{Branch: pr.HeadRef}, Credentials: creds})
+	// The forge keeps every pull request's head under refs/pull/N/head of the base repository
+	// (GitHub and Gitea alike), also when the branch lives in a fork.
+	headRef := source.Ref{Name: fmt.Sprintf("refs/pull/%d/head", pr.Number)}
+	head, err := r.opts.Fetcher.Fetch(ctx, source.Request{URL: obj.Spec.URL, Ref: headRef, Credentials: creds})
 	if err != nil {
 		return err
 	}

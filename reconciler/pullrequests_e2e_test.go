@@ -25,7 +25,7 @@ import (
 // TestPullRequestsArePlanned: a PoolSync with spec.report.pullRequests plans the open pull
 // request of a real Gitea that changes its path, against the cluster's workload (four Pending
 // pods), and posts one comment and a commit status; a new commit to the pull request updates
-// the same comment and gets its own status.
+// the same comment and gets its own status; a pull request from a fork is planned too.
 func TestPullRequestsArePlanned(t *testing.T) {
 	h := startController(t)
 	srv := giteatest.Start(t)
@@ -105,7 +105,7 @@ func TestPullRequestsArePlanned(t *testing.T) {
 	})
 
 	marker := review.Marker("pools")
-	waitComment := func(sha, contains string) giteatest.Comment {
+	waitComment := func(pr int, sha, contains string) giteatest.Comment {
 		var c giteatest.Comment
 		h.waitFor(2*time.Minute, "the plan comment and status of "+sha[:8], func() (bool, string) {
 			cs := srv.Comments("pools", pr)
@@ -118,7 +118,7 @@ func TestPullRequestsArePlanned(t *testing.T) {
 		})
 		return c
 	}
-	first := waitComment(gittest.Git(t, work, "rev-parse", "HEAD"), "t3.medium on-demand")
+	first := waitComment(pr, gittest.Git(t, work, "rev-parse", "HEAD"), "t3.medium on-demand")
 	for _, want := range []string{"4 pods from the cluster's workload", "t3.small on-demand", "Estimated node cost: $"} {
 		if !strings.Contains(first.Body, want) {
 			t.Errorf("comment lacks %q:\n%s", want, first.Body)
@@ -128,8 +128,18 @@ func TestPullRequestsArePlanned(t *testing.T) {
 	write("pools/nodepool.yaml", strings.Replace(strings.Replace(nodePool, `values: ["t3.small"]`, `values: ["t3.medium"]`, 1), "cpu: 20", "cpu: 36", 1))
 	gittest.Git(t, work, "commit", "-q", "-am", "cpu 36")
 	gittest.Git(t, work, "push", "-q", "origin", "bigger")
-	second := waitComment(gittest.Git(t, work, "rev-parse", "HEAD"), "of 36<br>memory")
+	second := waitComment(pr, gittest.Git(t, work, "rev-parse", "HEAD"), "of 36<br>memory")
 	if second.ID != first.ID {
 		t.Errorf("a new comment %d instead of updating %d", second.ID, first.ID)
 	}
+
+	// A pull request from a fork: its branch is not in the PoolSync's repository, only the
+	// forge's refs/pull/N/head is.
+	fork := srv.Fork("pools", "contributor")
+	gittest.Git(t, work, "checkout", "-q", "-b", "from-fork", "main")
+	write("pools/nodepool.yaml", strings.Replace(nodePool, `values: ["t3.small"]`, `values: ["t3.large"]`, 1))
+	gittest.Git(t, work, "commit", "-q", "-am", "t3.large")
+	gittest.Git(t, work, "push", "-q", fork, "from-fork")
+	forked := srv.OpenPullRequest("pools", "contributor:from-fork", "main", "larger nodes, from a fork")
+	waitComment(forked, gittest.Git(t, work, "rev-parse", "HEAD"), "t3.large on-demand")
 }

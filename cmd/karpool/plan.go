@@ -78,7 +78,7 @@ validate (the output says where), 2 usage or I/O error.`,
 	f := cmd.Flags()
 	f.StringVar(&o.repo, "repo", ".", "repository: a directory of a work tree, or a URL")
 	f.StringVar(&o.base, "base", "", "revision the change starts from (required)")
-	f.StringVar(&o.head, "head", "HEAD", "revision with the change")
+	f.StringVar(&o.head, "head", "HEAD", "revision with the change; with a URL --repo, a full reference such as refs/pull/7/head reads a pull request from a fork")
 	f.StringVar(&o.path, "path", ".", "directory of the repository that PoolSync reads (spec.path)")
 	f.StringVar(&o.workload, "workload", "", "workload: Kubernetes YAML file or directory, or a CSV of shapes")
 	f.StringVar(&o.statusBranch, "status-branch", "", "read the workload snapshot of the status commits on this branch (e.g. karpool-status)")
@@ -197,6 +197,8 @@ func readRevision(cmd *cobra.Command, repo, rev string) (*source.Artifact, error
 		ref = source.Ref{Commit: strings.ToLower(rev)}
 	case strings.HasPrefix(rev, "refs/tags/"):
 		ref = source.Ref{Tag: strings.TrimPrefix(rev, "refs/tags/")}
+	case strings.HasPrefix(rev, "refs/"):
+		ref = source.Ref{Name: rev} // e.g. refs/pull/7/head
 	}
 	return source.NewFetcher().Fetch(cmd.Context(), source.Request{URL: repo, Ref: ref})
 }

@@ -72,7 +72,7 @@ func Start(t testing.TB) *Server {
 		Sha1 string `json:"sha1"`
 	}
 	s.do(http.MethodPost, "/users/"+s.User+"/tokens", map[string]any{"name": "karpool-test",
-		"scopes": []string{"write:repository", "write:issue", "write:user"}}, &tok, true)
+		"scopes": []string{"write:repository", "write:issue", "write:user"}}, &tok, s.User, s.Password)
 	s.Token = tok.Sha1
 	return s
 }
@@ -185,10 +185,12 @@ func (s *Server) run(name string, args ...string) {
 // API calls Gitea's API v1 with the token and decodes the answer into out (may be nil).
 func (s *Server) API(method, path string, body, out any) {
 	s.t.Helper()
-	s.do(method, path, body, out, false)
+	s.do(method, path, body, out, "", "")
 }
 
-func (s *Server) do(method, path string, body, out any, basic bool) {
+// do calls the API as user with password (basic authentication), or with the token when user
+// is empty.
+func (s *Server) do(method, path string, body, out any, user, password string) {
 	s.t.Helper()
 	var r io.Reader
 	if body != nil {
@@ -203,8 +205,8 @@ func (s *Server) do(method, path string, body, out any, basic bool) {
 		s.t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if basic {
-		req.SetBasicAuth(s.User, s.Password)
+	if user != "" {
+		req.SetBasicAuth(user, password)
 	} else {
 		req.Header.Set("Authorization", "token "+s.Token)
 	}
@@ -244,7 +246,27 @@ func (s *Server) PushURL(cloneURL string) string {
 	return u.String()
 }
 
-// OpenPullRequest opens a pull request from head to base and returns its number.
+// Fork creates a user (not an admin) who forks the admin's repository, and returns the fork's
+// clone URL with that user's credentials, for `git push` from a test.
+func (s *Server) Fork(repo, user string) string {
+	s.t.Helper()
+	password := s.Password + "-" + user
+	s.do(http.MethodPost, "/admin/users", map[string]any{"username": user, "email": user + "@example.com",
+		"password": password, "must_change_password": false}, nil, s.User, s.Password)
+	var fork struct {
+		CloneURL string `json:"clone_url"`
+	}
+	s.do(http.MethodPost, "/repos/"+s.User+"/"+repo+"/forks", map[string]any{}, &fork, user, password)
+	u, err := url.Parse(fork.CloneURL)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	u.User = url.UserPassword(user, password)
+	return u.String()
+}
+
+// OpenPullRequest opens a pull request from head (a branch, or user:branch of a fork) to base
+// and returns its number.
 func (s *Server) OpenPullRequest(repo, head, base, title string) int {
 	s.t.Helper()
 	var pr struct {

@@ -34,6 +34,9 @@ const DefaultBranch = "main"
 // Ref selects what to check out. At most one field is set; none means DefaultBranch.
 type Ref struct {
 	Branch, Tag, SemVer, Commit string
+	// Name is a full reference, such as refs/pull/7/head (Flux's ref.name): how a pull
+	// request's head is fetched, from the same repository or a fork.
+	Name string
 }
 
 // Request is one fetch.
@@ -98,6 +101,9 @@ func (f *Fetcher) Fetch(ctx context.Context, req Request) (*Artifact, error) {
 	key := u.Redacted() + "#" + refKey(req.Ref) + "#" + req.Credentials.fingerprint()
 
 	var name, hash string
+	if req.Ref.Name != "" && !validRefName(req.Ref.Name) {
+		return nil, &Error{Kind: Invalid, URL: g.shown, Err: fmt.Errorf("reference %q is not a full reference name like refs/pull/7/head", req.Ref.Name)}
+	}
 	if req.Ref.Commit != "" {
 		if !isSHA1(req.Ref.Commit) {
 			return nil, &Error{Kind: Invalid, URL: g.shown, Err: fmt.Errorf("commit %q is not a full 40-character SHA-1", req.Ref.Commit)}
@@ -157,6 +163,14 @@ func (g *gitOp) resolve(ctx context.Context, ref Ref) (name, hash string, err er
 		return h, ok
 	}
 	switch {
+	case ref.Name != "":
+		if h, ok := byName[ref.Name+"^{}"]; ok {
+			return ref.Name, h, nil
+		}
+		if h, ok := byName[ref.Name]; ok {
+			return ref.Name, h, nil
+		}
+		return "", "", &Error{Kind: RefNotFound, URL: g.shown, Err: fmt.Errorf("reference %q does not exist", ref.Name)}
 	case ref.Tag != "":
 		if h, ok := lookupTag(ref.Tag); ok {
 			return ref.Tag, h, nil
@@ -188,20 +202,17 @@ func (g *gitOp) resolve(ctx context.Context, ref Ref) (name, hash string, err er
 	}
 }
 
-// clone fetches the commit and reads its tree. A branch or tag is cloned shallow and alone; a
-// pinned commit needs the history, because servers do not hand out arbitrary commits.
+// clone fetches the commit and reads its tree. A branch, tag or named reference is fetched
+// shallow and alone; a pinned commit needs the history, because servers do not hand out
+// arbitrary commits.
 func (g *gitOp) clone(ctx context.Context, ref Ref, name, hash string) (*Artifact, error) {
-	opts := &git.CloneOptions{URL: g.url, Auth: g.auth, CABundle: g.caBundle(), Tags: git.NoTags, NoCheckout: true}
-	switch {
-	case ref.Commit != "":
-	case ref.Tag != "" || ref.SemVer != "":
-		opts.ReferenceName = plumbing.NewTagReferenceName(name)
-		opts.SingleBranch, opts.Depth = true, 1
-	default:
-		opts.ReferenceName = plumbing.NewBranchReferenceName(name)
-		opts.SingleBranch, opts.Depth = true, 1
+	var repo *git.Repository
+	var err error
+	if ref.Name != "" {
+		repo, err = g.fetchRef(ctx, name)
+	} else {
+		repo, err = git.CloneContext(ctx, memory.NewStorage(), nil, g.cloneOptions(ref, name))
 	}
-	repo, err := git.CloneContext(ctx, memory.NewStorage(), nil, opts)
 	if err != nil {
 		return nil, g.wrap("cloning", err)
 	}
@@ -221,6 +232,36 @@ func (g *gitOp) clone(ctx context.Context, ref Ref, name, hash string) (*Artifac
 	return &Artifact{URL: g.shown, Revision: rev, Commit: h, Files: files}, nil
 }
 
+func (g *gitOp) cloneOptions(ref Ref, name string) *git.CloneOptions {
+	opts := &git.CloneOptions{URL: g.url, Auth: g.auth, CABundle: g.caBundle(), Tags: git.NoTags, NoCheckout: true}
+	switch {
+	case ref.Commit != "":
+	case ref.Tag != "" || ref.SemVer != "":
+		opts.ReferenceName = plumbing.NewTagReferenceName(name)
+		opts.SingleBranch, opts.Depth = true, 1
+	default:
+		opts.ReferenceName = plumbing.NewBranchReferenceName(name)
+		opts.SingleBranch, opts.Depth = true, 1
+	}
+	return opts
+}
+
+// fetchRef fetches one reference that is neither a branch nor a tag (go-git's clone maps a
+// single reference to refs/heads/), into a repository of its own.
+func (g *gitOp) fetchRef(ctx context.Context, name string) (*git.Repository, error) {
+	repo, err := git.Init(memory.NewStorage(), nil)
+	if err != nil {
+		return nil, err
+	}
+	remote, err := repo.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{g.url}})
+	if err != nil {
+		return nil, err
+	}
+	spec := config.RefSpec("+" + name + ":" + name)
+	err = remote.FetchContext(ctx, &git.FetchOptions{RefSpecs: []config.RefSpec{spec}, Depth: 1, Auth: g.auth, CABundle: g.caBundle(), Tags: git.NoTags})
+	return repo, err
+}
+
 // commit finds the cloned commit. For a branch or tag it is whatever the clone brought (a push
 // between ls-remote and clone wins, which is the newer state anyway).
 func (g *gitOp) commit(repo *git.Repository, ref Ref, name, hash string) (*object.Commit, error) {
@@ -230,7 +271,10 @@ func (g *gitOp) commit(repo *git.Repository, ref Ref, name, hash string) (*objec
 		h = plumbing.NewHash(hash)
 	default:
 		refName := plumbing.NewBranchReferenceName(name)
-		if ref.Tag != "" || ref.SemVer != "" {
+		switch {
+		case ref.Name != "":
+			refName = plumbing.ReferenceName(name)
+		case ref.Tag != "" || ref.SemVer != "":
 			refName = plumbing.NewTagReferenceName(name)
 		}
 		r, err := repo.Reference(refName, true)
@@ -403,7 +447,14 @@ func listOf(what string, refs map[string]string, prefix string) string {
 }
 
 func refKey(r Ref) string {
-	return "branch=" + r.Branch + ",tag=" + r.Tag + ",semver=" + r.SemVer + ",commit=" + r.Commit
+	return "branch=" + r.Branch + ",tag=" + r.Tag + ",semver=" + r.SemVer + ",commit=" + r.Commit + ",name=" + r.Name
+}
+
+// validRefName accepts full reference names without the characters Git forbids in them.
+func validRefName(s string) bool {
+	forbidden := func(r rune) bool { return r < ' ' || r == 0x7f || strings.ContainsRune(` ~^:?*[\`, r) }
+	return strings.HasPrefix(s, "refs/") && !strings.HasSuffix(s, "/") && !strings.Contains(s, "..") &&
+		!strings.Contains(s, "//") && !strings.ContainsFunc(s, forbidden)
 }
 
 func isSHA1(s string) bool {

@@ -82,6 +82,10 @@ func TestFetchTagSemverCommitAndBranch(t *testing.T) {
 	repo.Write("f", "dev")
 	dev := repo.Commit("dev")
 	repo.Push("dev")
+	// A pull request's head as forges keep it: reachable from no branch or tag.
+	repo.Write("f", "pr")
+	pr := repo.CommitLocal("pull request")
+	repo.Push("refs/pull/7/head")
 
 	f := NewFetcher()
 	url := repo.FileURL()
@@ -96,6 +100,8 @@ func TestFetchTagSemverCommitAndBranch(t *testing.T) {
 		{Ref{SemVer: "~1.0.0"}, "v1.0.0@sha1:" + c100, "1.0.0"},
 		{Ref{Commit: c140}, "sha1:" + c140, "1.4.0"},
 		{Ref{Branch: "dev"}, "dev@sha1:" + dev, "dev"},
+		{Ref{Name: "refs/pull/7/head"}, "refs/pull/7/head@sha1:" + pr, "pr"},
+		{Ref{Name: "refs/tags/v1.4.0"}, "refs/tags/v1.4.0@sha1:" + c140, "1.4.0"},
 	}
 	for _, c := range cases {
 		art := fetch(t, f, Request{URL: url, Ref: c.ref})
@@ -115,6 +121,9 @@ func TestFetchTagSemverCommitAndBranch(t *testing.T) {
 		{Ref{SemVer: "not a range"}, Invalid, `spec.ref.semver: range "not a range" cannot be parsed`},
 		{Ref{SemVer: "^1.x.y"}, Invalid, `like "^1.2", "~1.2.3" or ">=1.0.0 <2.0.0"`},
 		{Ref{Commit: "abc"}, Invalid, `not a full 40-character SHA-1`},
+		{Ref{Name: "refs/pull/8/head"}, RefNotFound, `reference "refs/pull/8/head" does not exist`},
+		{Ref{Name: "pull/7/head"}, Invalid, `not a full reference name like refs/pull/7/head`},
+		{Ref{Name: "refs/pull/7/head:refs/heads/main"}, Invalid, `not a full reference name`},
 	} {
 		_, err := f.Fetch(context.Background(), Request{URL: url, Ref: c.ref})
 		var e *Error
