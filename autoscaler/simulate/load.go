@@ -119,15 +119,21 @@ type Pools struct {
 }
 
 func loadPools(path string) (*Pools, error) {
-	docs, err := load(path)
-	if err != nil {
-		return nil, err
-	}
-	ps, err := poolsOf(docs)
+	ps, err := LoadPools(path)
 	if err == nil && len(ps.pools) == 0 {
 		err = fmt.Errorf("%s: no karpenter.sh/v1 NodePool found", path)
 	}
 	return ps, err
+}
+
+// LoadPools reads the NodePools and EC2NodeClasses of a file or directory as PoolSync reads
+// them (a kustomization is built); it may find none.
+func LoadPools(path string) (*Pools, error) {
+	docs, err := load(path)
+	if err != nil {
+		return nil, err
+	}
+	return poolsOf(docs)
 }
 
 // PoolsOf is the NodePools and EC2NodeClasses among built objects.
@@ -144,6 +150,16 @@ func (ps *Pools) NodePools() []*karpv1.NodePool { return ps.pools }
 
 // Class is the EC2NodeClass of that name, or nil.
 func (ps *Pools) Class(name string) *awsv1.EC2NodeClass { return ps.classes[name] }
+
+// Classes are the EC2NodeClasses, in name order.
+func (ps *Pools) Classes() []awsv1.EC2NodeClass {
+	out := make([]awsv1.EC2NodeClass, 0, len(ps.classes))
+	for _, nc := range ps.classes {
+		out = append(out, *nc)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
 
 // poolsOf decodes the NodePools and EC2NodeClasses among docs, skipping other kinds. They are
 // checked first as PoolSync checks them (validate.Types): a misspelt field or a retired API

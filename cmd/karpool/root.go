@@ -46,6 +46,7 @@ and runs a bundled autoscaling core that launches the cheapest EC2 capacity that
 	root.AddCommand(newReconcileCommand())
 	root.AddCommand(newSimulateCommand())
 	root.AddCommand(newPlanCommand())
+	root.AddCommand(newRenderCommand())
 	root.AddCommand(newControllerCommand())
 	root.AddCommand(newUpCommand())
 	return root

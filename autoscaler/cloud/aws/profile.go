@@ -2,8 +2,6 @@ package aws
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -16,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/prereq"
 )
 
 // ErrProfileNotOwned is matched by errors about an instance profile that has karpool's name for
@@ -24,34 +23,15 @@ import (
 var ErrProfileNotOwned = errors.New("instance profile is not owned by this cluster")
 
 // InstanceProfileName is the name of the instance profile karpool manages for an EC2NodeClass
-// with spec.role: the cluster name and a hash of the region and the class name, so that the
-// name is stable across restarts, distinct per region and class, and within IAM's 128
-// characters whatever the cluster is called.
+// with spec.role (prereq.InstanceProfileName, which the AWS prerequisites render too).
 func (p *Provider) InstanceProfileName(class string) string {
-	sum := sha256.Sum256([]byte(p.region + "/" + class))
-	cluster := p.opts.ClusterName
-	// 128 characters at most: "<cluster>_" + 20 hex digits.
-	if len(cluster) > 107 {
-		cluster = cluster[:107]
-	}
-	return cluster + "_" + hex.EncodeToString(sum[:10])
+	return prereq.InstanceProfileName(p.opts.ClusterName, p.region, class)
 }
 
 // profileTags are the tags of a managed instance profile: the class's tags, then the ones the
-// controller policy's conditions require (kubernetes.io/cluster/<cluster>=owned,
-// eks:eks-cluster-name, topology.kubernetes.io/region, karpenter.k8s.aws/ec2nodeclass).
+// controller policy's conditions require.
 func (p *Provider) profileTags(nc *awsv1.EC2NodeClass) map[string]string {
-	m := maps.Clone(nc.Spec.Tags)
-	if m == nil {
-		m = map[string]string{}
-	}
-	maps.Copy(m, map[string]string{
-		tagClusterOwned + p.opts.ClusterName: "owned",
-		TagEKSCluster:                        p.opts.ClusterName,
-		corev1.LabelTopologyRegion:           p.region,
-		awsv1.LabelNodeClass:                 nc.Name,
-	})
-	return m
+	return prereq.InstanceProfileTags(p.opts.ClusterName, p.region, nc.Name, nc.Spec.Tags)
 }
 
 // owned reports whether a profile carries the tags that make it this cluster's: the controller

@@ -2,7 +2,7 @@ package policycheck
 
 import (
 	"fmt"
-	"slices"
+	"maps"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -13,8 +13,10 @@ import (
 	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/karpool/karpool/internal/awssim"
+	"github.com/karpool/karpool/internal/iampolicy"
 )
 
 // state is what the replayed requests told about the account's resources: the tags conditions
@@ -212,172 +214,153 @@ func (s *state) learn(c awssim.Call) {
 	}
 }
 
-// want is a tag condition: StringEquals with a value, or StringLike "*" (present, any value)
-// when any is set.
-type want struct {
-	key, value string
-	any        bool
+// arn builds an ARN in the account and region of the check.
+func (s *state) arn(service, resource string) string {
+	region, account := s.p.Region, s.p.AccountID
+	switch service {
+	case "iam":
+		region = ""
+	case "ssm":
+		account = ""
+	}
+	return fmt.Sprintf("arn:aws:%s:%s:%s:%s", service, region, account, resource)
 }
 
-func (s *state) owned() want {
-	return want{key: "kubernetes.io/cluster/" + s.p.ClusterName, value: "owned"}
-}
-func (s *state) eksCluster() want { return want{key: "eks:eks-cluster-name", value: s.p.ClusterName} }
-func (s *state) region() want     { return want{key: "topology.kubernetes.io/region", value: s.p.Region} }
-
-var (
-	anyNodePool  = want{key: "karpenter.sh/nodepool", any: true}
-	anyNodeClass = want{key: "karpenter.k8s.aws/ec2nodeclass", any: true}
-)
-
-// holds checks tag conditions on a tag set; kind is "resource" or "request" for the message.
-func holds(tags map[string]string, kind string, wants ...want) error {
-	var missing []string
-	for _, w := range wants {
-		v, ok := tags[w.key]
-		switch {
-		case !ok && w.any:
-			missing = append(missing, fmt.Sprintf("%s tag %s (any value)", kind, w.key))
-		case !ok || (!w.any && v != w.value):
-			missing = append(missing, fmt.Sprintf("%s tag %s=%s (got %q)", kind, w.key, w.value, v))
+// tagContext is the condition keys a tag set gives: prefix is aws:RequestTag/ or
+// aws:ResourceTag/. Request tags also give aws:TagKeys.
+func tagContext(ctx map[string][]string, prefix string, tags map[string]string) map[string][]string {
+	if ctx == nil {
+		ctx = map[string][]string{}
+	}
+	for k, v := range tags {
+		ctx[prefix+k] = []string{v}
+		if prefix == "aws:RequestTag/" {
+			ctx["aws:TagKeys"] = append(ctx["aws:TagKeys"], k)
 		}
 	}
-	if len(missing) > 0 {
-		return fmt.Errorf("needs %s", strings.Join(missing, ", "))
-	}
-	return nil
+	return ctx
 }
 
-func checkSSMParameter(_ *state, c awssim.Call) error {
-	name := ssmName(c.Input)
-	if !strings.HasPrefix(name, "/aws/service/") {
-		return fmt.Errorf("parameter %q is outside arn:aws:ssm:<region>::parameter/aws/service/*", name)
-	}
-	return nil
+func request(action, resource string, ctx map[string][]string) iampolicy.Request {
+	return iampolicy.Request{Action: action, Resource: resource, Context: ctx}
 }
 
-func checkDescribeCluster(s *state, c awssim.Call) error {
-	if name := eksClusterName(c.Input); name != s.p.ClusterName {
-		return fmt.Errorf("cluster %q is not the cluster %s", name, s.p.ClusterName)
-	}
-	return nil
-}
-
-func checkQueue(s *state, c awssim.Call) error {
-	if q := queueName(c.Input); q != s.p.InterruptionQueue {
-		return fmt.Errorf("queue %q is not the interruption queue %s", q, s.p.InterruptionQueue)
-	}
-	return nil
-}
-
-func checkCreateInstanceProfile(s *state, c awssim.Call) error {
-	in := c.Input.(*iam.CreateInstanceProfileInput)
-	return holds(iamTagMap(in.Tags), "request", s.owned(), s.eksCluster(), s.region(), anyNodeClass)
-}
-
-// profileOf returns the known instance profile a request names.
-func (s *state) profileOf(name string) (*profile, error) {
-	p := s.profiles[name]
-	if p == nil {
-		return nil, fmt.Errorf("no recorded request created or read instance profile %s, so its tags are unknown", name)
-	}
-	return p, nil
-}
-
-func checkTagInstanceProfile(s *state, c awssim.Call) error {
-	in := c.Input.(*iam.TagInstanceProfileInput)
-	p, err := s.profileOf(aws.ToString(in.InstanceProfileName))
-	if err != nil {
-		return err
-	}
-	if err := holds(p.tags, "resource", s.owned(), s.region(), anyNodeClass); err != nil {
-		return err
-	}
-	return holds(iamTagMap(in.Tags), "request", s.owned(), s.eksCluster(), s.region(), anyNodeClass)
-}
-
-func checkProfileResourceTags(s *state, c awssim.Call) error {
-	var name string
+// authorizations are the requests IAM evaluates for one call, or an error when the replay does
+// not know what they would carry (a resource nothing created or described).
+func (s *state) authorizations(c awssim.Call) ([]iampolicy.Request, error) {
+	action := c.Service + ":" + c.Action
 	switch in := c.Input.(type) {
+	case *ssm.GetParameterInput:
+		return []iampolicy.Request{request(action, s.arn("ssm", "parameter"+aws.ToString(in.Name)), nil)}, nil
+	case *eks.DescribeClusterInput:
+		return []iampolicy.Request{request(action, s.arn("eks", "cluster/"+aws.ToString(in.Name)), nil)}, nil
+	case *sqs.GetQueueUrlInput, *sqs.ReceiveMessageInput, *sqs.DeleteMessageInput:
+		return []iampolicy.Request{request(action, s.arn("sqs", queueName(in)), nil)}, nil
+	case *iam.GetInstanceProfileInput:
+		return []iampolicy.Request{request(action, s.arn("iam", "instance-profile/"+aws.ToString(in.InstanceProfileName)), nil)}, nil
+	case *iam.CreateInstanceProfileInput:
+		return []iampolicy.Request{request(action, s.arn("iam", "instance-profile/"+aws.ToString(in.InstanceProfileName)), tagContext(nil, "aws:RequestTag/", iamTagMap(in.Tags)))}, nil
+	case *iam.TagInstanceProfileInput, *iam.AddRoleToInstanceProfileInput, *iam.RemoveRoleFromInstanceProfileInput, *iam.DeleteInstanceProfileInput:
+		return s.profileAuthorizations(action, c.Input)
+	case *ec2.TerminateInstancesInput:
+		return s.onInstances(action, in.InstanceIds, nil)
+	case *ec2.CreateTagsInput:
+		return s.onInstances(action, in.Resources, ec2TagMap(in.Tags))
+	case *ec2.DeleteLaunchTemplateInput:
+		lt := s.lt(in.LaunchTemplateId, in.LaunchTemplateName)
+		if lt == nil {
+			return nil, fmt.Errorf("launch template %s%s: no recorded request created or described it, so its tags are unknown",
+				aws.ToString(in.LaunchTemplateId), aws.ToString(in.LaunchTemplateName))
+		}
+		return []iampolicy.Request{request(action, s.arn("ec2", "launch-template/"+lt.id), tagContext(nil, "aws:ResourceTag/", lt.tags))}, nil
+	case *ec2.CreateLaunchTemplateInput:
+		return s.createLaunchTemplate(action, in), nil
+	case *ec2.RunInstancesInput, *ec2.CreateFleetInput:
+		return s.launchAuthorizations(c)
+	case *sts.GetCallerIdentityInput:
+		return nil, nil // AWS documents that it needs no permission
+	}
+	if c.Service == "ec2" || c.Service == "pricing" || c.Action == "ListInstanceProfiles" {
+		// Reads without a narrower resource; the simulator refuses requests signed for another
+		// region, so aws:RequestedRegion is the cluster's.
+		return []iampolicy.Request{request(action, "*", map[string][]string{"aws:RequestedRegion": {s.p.Region}})}, nil
+	}
+	return nil, fmt.Errorf("karpool's policy check does not know what %s needs", action)
+}
+
+// profileAuthorizations: the instance profile's tags condition every change; adding a role
+// also passes it.
+func (s *state) profileAuthorizations(action string, input any) ([]iampolicy.Request, error) {
+	var name, role string
+	var reqTags map[string]string
+	switch in := input.(type) {
+	case *iam.TagInstanceProfileInput:
+		name, reqTags = aws.ToString(in.InstanceProfileName), iamTagMap(in.Tags)
 	case *iam.AddRoleToInstanceProfileInput:
-		name = aws.ToString(in.InstanceProfileName)
+		name, role = aws.ToString(in.InstanceProfileName), aws.ToString(in.RoleName)
 	case *iam.RemoveRoleFromInstanceProfileInput:
 		name = aws.ToString(in.InstanceProfileName)
 	case *iam.DeleteInstanceProfileInput:
 		name = aws.ToString(in.InstanceProfileName)
 	}
-	p, err := s.profileOf(name)
-	if err != nil {
-		return err
+	p := s.profiles[name]
+	if p == nil {
+		return nil, fmt.Errorf("no recorded request created or read instance profile %s, so its tags are unknown", name)
 	}
-	return holds(p.tags, "resource", s.owned(), s.region(), anyNodeClass)
+	ctx := tagContext(tagContext(nil, "aws:ResourceTag/", p.tags), "aws:RequestTag/", reqTags)
+	out := []iampolicy.Request{request(action, s.arn("iam", "instance-profile/"+name), ctx)}
+	if role != "" {
+		out = append(out, s.passRole(role))
+	}
+	return out, nil
 }
 
-// AddRoleToInstanceProfile needs iam:PassRole on the role it adds.
-func checkAddRolePassRole(s *state, c awssim.Call) error {
-	role := aws.ToString(c.Input.(*iam.AddRoleToInstanceProfileInput).RoleName)
-	if role != s.p.NodeRole {
-		return fmt.Errorf("iam:PassRole is allowed only for the node role %s, not %s", s.p.NodeRole, role)
-	}
-	return nil
+// passRole is handing a role to EC2, which launching with a profile or putting a role in one
+// does.
+func (s *state) passRole(role string) iampolicy.Request {
+	return request("iam:PassRole", s.arn("iam", "role/"+role), map[string][]string{"iam:PassedToService": {"ec2.amazonaws.com"}})
 }
 
-func checkTerminateResourceTags(s *state, c awssim.Call) error {
-	var errs []string
-	for _, id := range c.Input.(*ec2.TerminateInstancesInput).InstanceIds {
-		tags, ok := s.instances[id]
-		if !ok {
-			errs = append(errs, fmt.Sprintf("%s: no recorded request launched or described it, so its tags are unknown", id))
-			continue
-		}
-		if err := holds(tags, "resource", s.owned(), anyNodePool); err != nil {
-			errs = append(errs, id+": "+err.Error())
-		}
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%s", strings.Join(errs, "; "))
-	}
-	return nil
-}
-
-func checkDeleteLaunchTemplateResourceTags(s *state, c awssim.Call) error {
-	in := c.Input.(*ec2.DeleteLaunchTemplateInput)
-	lt := s.lt(in.LaunchTemplateId, in.LaunchTemplateName)
-	if lt == nil {
-		return fmt.Errorf("launch template %s%s: no recorded request created or described it, so its tags are unknown",
-			aws.ToString(in.LaunchTemplateId), aws.ToString(in.LaunchTemplateName))
-	}
-	return holds(lt.tags, "resource", s.owned(), anyNodePool)
-}
-
-// createTagsKeys are the only keys AllowScopedResourceTagging lets karpool add to a running
-// instance.
-var createTagsKeys = []string{"eks:eks-cluster-name", "karpenter.sh/nodeclaim", "Name"}
-
-func checkCreateTags(s *state, c awssim.Call) error {
-	in := c.Input.(*ec2.CreateTagsInput)
-	for _, t := range in.Tags {
-		k := aws.ToString(t.Key)
-		if !slices.Contains(createTagsKeys, k) {
-			return fmt.Errorf("tag key %s is not one of %v", k, createTagsKeys)
-		}
-		if k == "eks:eks-cluster-name" && aws.ToString(t.Value) != s.p.ClusterName {
-			return fmt.Errorf("eks:eks-cluster-name=%s is not the cluster %s", aws.ToString(t.Value), s.p.ClusterName)
-		}
-	}
-	for _, id := range in.Resources {
+// onInstances authorizes an action on each instance by its tags (and the tags it adds).
+func (s *state) onInstances(action string, ids []string, add map[string]string) ([]iampolicy.Request, error) {
+	var out []iampolicy.Request
+	for _, id := range ids {
 		if !strings.HasPrefix(id, "i-") {
-			return fmt.Errorf("resource %s is not an instance", id)
+			return nil, fmt.Errorf("resource %s is not an instance", id)
 		}
 		tags, ok := s.instances[id]
 		if !ok {
-			return fmt.Errorf("%s: no recorded request launched or described it, so its tags are unknown", id)
+			return nil, fmt.Errorf("%s: no recorded request launched or described it, so its tags are unknown", id)
 		}
-		if err := holds(tags, "resource", s.owned(), anyNodePool); err != nil {
-			return fmt.Errorf("%s: %w", id, err)
-		}
+		ctx := tagContext(tagContext(nil, "aws:ResourceTag/", tags), "aws:RequestTag/", add)
+		out = append(out, request(action, s.arn("ec2", "instance/"+id), ctx))
 	}
-	return nil
+	return out, nil
+}
+
+// created names a resource the request creates: its ARN is not known before it exists.
+func (s *state) created(rt ec2types.ResourceType) string {
+	return s.arn("ec2", string(rt)+"/new")
+}
+
+// tagAtCreation: tagging at creation is ec2:CreateTags on each tagged resource, with
+// ec2:CreateAction naming the creating action.
+func (s *state) tagAtCreation(creating string, rt ec2types.ResourceType, tags map[string]string) iampolicy.Request {
+	ctx := tagContext(map[string][]string{"ec2:CreateAction": {creating}}, "aws:RequestTag/", tags)
+	return request("ec2:CreateTags", s.created(rt), ctx)
+}
+
+func (s *state) createLaunchTemplate(action string, in *ec2.CreateLaunchTemplateInput) []iampolicy.Request {
+	tags := map[string]string{}
+	var out []iampolicy.Request
+	for _, ts := range in.TagSpecifications {
+		m := ec2TagMap(ts.Tags)
+		if ts.ResourceType == ec2types.ResourceTypeLaunchTemplate {
+			tags = m
+		}
+		out = append(out, s.tagAtCreation("CreateLaunchTemplate", ts.ResourceType, m))
+	}
+	return append(out, request(action, s.created(ec2types.ResourceTypeLaunchTemplate), tagContext(nil, "aws:RequestTag/", tags)))
 }
 
 // launch is what a RunInstances or CreateFleet request uses and creates.
@@ -392,6 +375,8 @@ type launch struct {
 	creates []ec2types.ResourceType
 	// profiles are the instance profiles the instances get.
 	profiles []string
+	// uses are the subnets, security groups and images it names.
+	uses []string
 }
 
 func (s *state) launchOf(c awssim.Call) launch {
@@ -412,6 +397,14 @@ func (s *state) launchOf(c awssim.Call) launch {
 			if sp := cfg.LaunchTemplateSpecification; sp != nil {
 				useLT(sp.LaunchTemplateId, sp.LaunchTemplateName)
 			}
+			for _, o := range cfg.Overrides {
+				if o.SubnetId != nil {
+					l.uses = append(l.uses, "subnet/"+aws.ToString(o.SubnetId))
+				}
+				if o.ImageId != nil {
+					l.uses = append(l.uses, "image/"+aws.ToString(o.ImageId))
+				}
+			}
 		}
 		own = in.TagSpecifications
 		l.creates = []ec2types.ResourceType{ec2types.ResourceTypeInstance, ec2types.ResourceTypeVolume, ec2types.ResourceTypeNetworkInterface, ec2types.ResourceTypeFleet}
@@ -421,6 +414,15 @@ func (s *state) launchOf(c awssim.Call) launch {
 		}
 		if ip := in.IamInstanceProfile; ip != nil {
 			profileOverride = profileName(aws.ToString(ip.Name) + aws.ToString(ip.Arn))
+		}
+		if in.SubnetId != nil {
+			l.uses = append(l.uses, "subnet/"+aws.ToString(in.SubnetId))
+		}
+		if in.ImageId != nil {
+			l.uses = append(l.uses, "image/"+aws.ToString(in.ImageId))
+		}
+		for _, sg := range in.SecurityGroupIds {
+			l.uses = append(l.uses, "security-group/"+sg)
 		}
 		own = in.TagSpecifications
 		l.creates = []ec2types.ResourceType{ec2types.ResourceTypeInstance, ec2types.ResourceTypeVolume, ec2types.ResourceTypeNetworkInterface}
@@ -445,96 +447,49 @@ func (s *state) launchOf(c awssim.Call) launch {
 	return l
 }
 
-func checkLaunchTemplateResourceTags(s *state, c awssim.Call) error {
+// launchAuthorizations: a launch uses its templates (conditioned on their tags) and the subnets,
+// security groups and images it names; creates instances, volumes, network interfaces and, for
+// CreateFleet, the fleet (conditioned on the tags they get); tags them at creation; and passes
+// the instance profile's role.
+func (s *state) launchAuthorizations(c awssim.Call) ([]iampolicy.Request, error) {
+	action := c.Service + ":" + c.Action
 	l := s.launchOf(c)
-	for _, lt := range l.templates {
-		if err := holds(lt.tags, "resource", s.owned(), anyNodePool); err != nil {
-			return fmt.Errorf("launch template %s: %w", lt.id, err)
-		}
-	}
 	if len(l.unknown) > 0 {
-		return fmt.Errorf("launch templates %v: no recorded request created them, so their tags and content are unknown", l.unknown)
+		return nil, fmt.Errorf("launch templates %v: no recorded request created them, so their tags and content are unknown", l.unknown)
 	}
-	return nil
-}
-
-// checkCreatedResourcesTagged: every resource the request creates must carry the cluster's
-// tags, since the statement allowing its creation is conditioned on aws:RequestTag.
-func checkCreatedResourcesTagged(s *state, c awssim.Call) error {
-	if in, ok := c.Input.(*ec2.CreateLaunchTemplateInput); ok {
-		for _, ts := range in.TagSpecifications {
-			if ts.ResourceType == ec2types.ResourceTypeLaunchTemplate {
-				return holds(ec2TagMap(ts.Tags), "request", s.owned(), s.eksCluster(), anyNodePool)
-			}
+	var out []iampolicy.Request
+	for _, lt := range l.templates {
+		out = append(out, request(action, s.arn("ec2", "launch-template/"+lt.id), tagContext(nil, "aws:ResourceTag/", lt.tags)))
+	}
+	for _, u := range l.uses {
+		resource := s.arn("ec2", u)
+		if strings.HasPrefix(u, "image/") {
+			resource = fmt.Sprintf("arn:aws:ec2:%s::%s", s.p.Region, u)
 		}
-		return fmt.Errorf("the launch template is created without tags")
+		out = append(out, request(action, resource, nil))
 	}
-	l := s.launchOf(c)
 	for _, rt := range l.creates {
-		specs := l.tagSpecs[rt]
-		if len(specs) == 0 {
-			return fmt.Errorf("the request creates %s resources without tags", rt)
-		}
 		merged := map[string]string{}
+		for _, m := range l.tagSpecs[rt] {
+			maps.Copy(merged, m)
+		}
+		out = append(out, request(action, s.created(rt), tagContext(nil, "aws:RequestTag/", merged)))
+	}
+	for rt, specs := range l.tagSpecs {
 		for _, m := range specs {
-			for k, v := range m {
-				merged[k] = v
-			}
-		}
-		if err := holds(merged, "request", s.owned(), s.eksCluster(), anyNodePool); err != nil {
-			return fmt.Errorf("%s: %w", rt, err)
+			out = append(out, s.tagAtCreation(c.Action, rt, m))
 		}
 	}
-	return nil
-}
-
-// checkEveryTagSpecification: tagging at creation is ec2:CreateTags with ec2:CreateAction set to
-// the creating action, allowed only when the request tags carry the cluster's tags.
-func checkEveryTagSpecification(s *state, c awssim.Call) error {
-	var specs []map[string]string
-	if in, ok := c.Input.(*ec2.CreateLaunchTemplateInput); ok {
-		for _, ts := range in.TagSpecifications {
-			specs = append(specs, ec2TagMap(ts.Tags))
-		}
-	} else {
-		for _, ms := range s.launchOf(c).tagSpecs {
-			specs = append(specs, ms...)
-		}
-	}
-	for _, m := range specs {
-		if err := holds(m, "request", s.owned(), s.eksCluster(), anyNodePool); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// checkLaunchPassRole: launching with an instance profile passes its role to EC2.
-func checkLaunchPassRole(s *state, c awssim.Call) error {
-	for _, name := range s.launchOf(c).profiles {
+	for _, name := range l.profiles {
 		p := s.profiles[name]
 		if p == nil {
-			return fmt.Errorf("instance profile %s: no recorded request created or read it, so the role it passes is unknown", name)
+			return nil, fmt.Errorf("instance profile %s: no recorded request created or read it, so the role it passes is unknown", name)
 		}
-		if p.role != "" && p.role != s.p.NodeRole {
-			return fmt.Errorf("instance profile %s passes role %s; iam:PassRole is allowed only for the node role %s", name, p.role, s.p.NodeRole)
+		if p.role != "" {
+			out = append(out, s.passRole(p.role))
 		}
 	}
-	return nil
-}
-
-func ssmName(in any) string {
-	if x, ok := in.(*ssm.GetParameterInput); ok {
-		return aws.ToString(x.Name)
-	}
-	return ""
-}
-
-func eksClusterName(in any) string {
-	if x, ok := in.(*eks.DescribeClusterInput); ok {
-		return aws.ToString(x.Name)
-	}
-	return ""
+	return out, nil
 }
 
 // queueName is the queue a request names, by name or by the last segment of its URL.
