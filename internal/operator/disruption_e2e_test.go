@@ -14,13 +14,15 @@ import (
 )
 
 // TestEmptyNodeRemoved is the workshop's scale-in: inflate 5 → 0 leaves its node empty; once
-// the pool's consolidateAfter (1m) has passed, karpool deletes the NodeClaim, which drains
-// nothing and terminates the instance in the simulator. Not before consolidateAfter.
+// the pool's consolidateAfter has passed (20s here; the workshop's 1m would only make the test
+// longer), karpool deletes the NodeClaim, which drains nothing and terminates the instance in
+// the simulator. Not before consolidateAfter.
 func TestEmptyNodeRemoved(t *testing.T) {
 	h := newHarness(t)
 	h.startController()
 	ns := h.namespace("emptiness")
 	h.workshopScaleOut(ns, 5)
+	h.consolidateAfter(20 * time.Second)
 	claims := h.nodeClaims()
 	if len(claims) != 1 {
 		t.Fatalf("want 1 NodeClaim, got %d", len(claims))
@@ -55,8 +57,8 @@ func TestEmptyNodeRemoved(t *testing.T) {
 		return nil
 	})
 	// The deletion is seen within a poll of happening; emptiness is seen within a poll too.
-	if waited := deletingAt.Sub(emptyAt); waited < 55*time.Second {
-		t.Errorf("the node was removed %s after it became empty, before consolidateAfter (1m)", waited.Round(time.Second))
+	if waited := deletingAt.Sub(emptyAt); waited < 18*time.Second {
+		t.Errorf("the node was removed %s after it became empty, before consolidateAfter (20s)", waited.Round(time.Second))
 	}
 	var events corev1.EventList
 	if err := h.c.List(h.ctx, &events, client.MatchingFields{"involvedObject.name": claim.Name}); err != nil {
@@ -71,14 +73,15 @@ func TestEmptyNodeRemoved(t *testing.T) {
 	}
 }
 
-// Seed 003 scaled to 10 and back to 3: the node the 10 pods needed is underused, and a cheaper
-// one takes the 3 pods. The replacement is launched and initialized before the old node is
+// Seed 003 scaled to 10 and back to 3 (consolidateAfter 20s): the node the 10 pods needed is
+// underused, and a cheaper one takes the 3 pods. The replacement is launched and initialized before the old node is
 // drained, so the pods are never without a node to go to.
 func TestUnderusedNodeReplaced(t *testing.T) {
 	h := newHarness(t)
 	h.startController()
 	ns := h.namespace("consolidation")
 	h.workshopScaleOut(ns, 10)
+	h.consolidateAfter(20 * time.Second)
 	claims := h.nodeClaims()
 	old := map[string]bool{}
 	for _, nc := range claims {
@@ -118,4 +121,11 @@ func TestUnderusedNodeReplaced(t *testing.T) {
 	if replaced != len(old) {
 		t.Errorf("%d of the %d old NodeClaims have an Underutilized DisruptionTerminating event", replaced, len(old))
 	}
+}
+
+// consolidateAfter sets the default pool's consolidateAfter (part of spec.disruption, not of
+// the template: no drift).
+func (h *harness) consolidateAfter(d time.Duration) {
+	h.t.Helper()
+	h.updatePool(func(np *karpv1.NodePool) { np.Spec.Disruption.ConsolidateAfter.Duration = &d })
 }
