@@ -8,25 +8,90 @@ import (
 	"slices"
 	"strings"
 
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/prereq"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/prereq/ensure"
 	"github.com/karpool/karpool/autoscaler/simulate"
 )
 
-// renderFormats are the outputs of `karpool render --aws`.
-var renderFormats = []string{"cloudformation", "terraform-json", "json"}
+// renderFormats are the outputs of `karpool render --aws`; plan reads the live account.
+var renderFormats = []string{"cloudformation", "terraform-json", "json", "plan"}
+
+// prereqFlags are the settings of the AWS prerequisites, shared by render and apply.
+type prereqFlags struct {
+	s        prereq.Settings
+	aws      bool
+	pools    string
+	endpoint string
+}
+
+func (p *prereqFlags) register(f *pflag.FlagSet) {
+	f.BoolVar(&p.aws, "aws", false, "the AWS resources the pools need")
+	f.StringVar(&p.pools, "pools", "", "file or directory with the EC2NodeClasses (kustomization or YAML files)")
+	f.StringVar(&p.s.ClusterName, "cluster-name", "", "EKS cluster name (required)")
+	f.StringVar(&p.s.Region, "region", "", "AWS region (required)")
+	f.StringVar(&p.s.AccountID, "account-id", "", "AWS account ID, 12 digits (required)")
+	f.StringVar(&p.s.Partition, "partition", "aws", "AWS partition: aws, aws-cn or aws-us-gov")
+	f.StringVar(&p.s.OIDCIssuer, "oidc-issuer", "", "the cluster's OIDC issuer URL: the controller role trusts its service account through IRSA")
+	f.BoolVar(&p.s.PodIdentity, "pod-identity", false, "the controller role trusts EKS Pod Identity instead of IRSA")
+	f.StringVar(&p.s.Namespace, "namespace", "karpool-system", "the controller's namespace")
+	f.StringVar(&p.s.ServiceAccount, "service-account", "karpool", "the controller's service account")
+	f.StringVar(&p.s.NodeRole, "node-role", "", "the default node role's name (default KarpenterNodeRole-<cluster>)")
+	f.StringSliceVar(&p.s.InstanceProfileRoles, "instance-profile-role", nil, "role of an instance profile an EC2NodeClass names in spec.instanceProfile (the controller must be allowed to pass it); repeatable")
+	f.StringVar(&p.s.InterruptionQueue, "interruption-queue", "", "SQS queue name (default the cluster name)")
+	f.StringVar(&p.s.NodeAccess, "node-access", prereq.AccessEntry, "how nodes join: access-entry (EKS access entry) or aws-auth")
+	f.StringSliceVar(&p.s.Subnets, "subnet", nil, "subnet ID to tag for discovery; repeatable")
+	f.StringSliceVar(&p.s.SecurityGroups, "security-group", nil, "security group ID to tag for discovery; repeatable")
+	f.StringVar(&p.endpoint, "aws-endpoint", "", "send every AWS call to this endpoint (e.g. the simulator); default AWS itself (plan and apply)")
+}
+
+// classes reads the EC2NodeClasses of --pools as PoolSync would.
+func (p *prereqFlags) classes() ([]awsv1.EC2NodeClass, error) {
+	if !p.aws {
+		return nil, usageError{errors.New("say what: --aws (the AWS resources the pools need)")}
+	}
+	if p.pools == "" {
+		return nil, nil
+	}
+	ps, err := simulate.LoadPools(p.pools)
+	if err != nil {
+		return nil, err
+	}
+	return ps.Classes(), nil
+}
+
+// ensure plans, or applies, the prerequisites in the account of the SDK's credential chain.
+func (p *prereqFlags) ensure(cmd *cobra.Command, classes []awsv1.EC2NodeClass, planOnly bool) error {
+	r, err := prereq.Render(p.s, classes)
+	if err != nil {
+		return usageError{err}
+	}
+	for _, w := range r.Warnings {
+		fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+	}
+	cfg, err := awsconfig.LoadDefaultConfig(cmd.Context(), awsconfig.WithRegion(p.s.Region))
+	if err != nil {
+		return fmt.Errorf("loading the AWS configuration: %w", err)
+	}
+	if p.endpoint != "" {
+		cfg.BaseEndpoint = &p.endpoint
+	}
+	changes, err := ensure.Run(cmd.Context(), ensure.NewClients(cfg), r, planOnly)
+	fmt.Fprint(cmd.OutOrStdout(), ensure.Text(changes))
+	return err
+}
 
 func newRenderCommand() *cobra.Command {
 	var (
-		s      prereq.Settings
-		aws    bool
-		pools  string
+		p      prereqFlags
 		format string
 	)
 	cmd := &cobra.Command{
-		Use:   "render --aws --cluster-name C --region R --account-id A (--oidc-issuer URL | --pod-identity) [--pools PATH] [--format cloudformation|terraform-json|json]",
+		Use:   "render --aws --cluster-name C --region R --account-id A (--oidc-issuer URL | --pod-identity) [--pools PATH] [--format cloudformation|terraform-json|json|plan]",
 		Short: "Render the AWS resources the pools need: node and controller roles, policy, instance profiles, interruption queue and rules",
 		Long: `render --aws writes the AWS prerequisites of a cluster's pools: the node role (and every role an
 EC2NodeClass names in spec.role) with its four managed policies; an instance profile per
@@ -40,48 +105,55 @@ here; node access (EKS access entry, or the aws-auth entry); the spot service-li
 The EC2NodeClasses are read from --pools as PoolSync reads them (a kustomization is built).
 --format cloudformation is a template parameterised by the cluster name (what CloudFormation
 cannot do, such as tagging subnets it does not own, is listed in its Metadata);
-terraform-json is a *.tf.json file; json is the resources for other tools.`,
+terraform-json is a *.tf.json file; json is the resources for other tools; plan compares them
+with the live account (credentials from the SDK's chain) and prints what "karpool apply --aws"
+would do: + create, ~ update (with the fields), - delete, ! differs but is not karpool's.`,
 		Example: `  karpool render --aws --cluster-name demo --region us-east-1 --account-id 111122223333 \
     --oidc-issuer https://oidc.eks.us-east-1.amazonaws.com/id/ABC --pools pools/ > karpool.cfn.yaml
   karpool render --aws --cluster-name demo --region eu-west-1 --account-id 111122223333 --pod-identity \
     --format terraform-json > karpool.tf.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !aws {
-				return usageError{errors.New("say what to render: --aws (the AWS resources the pools need)")}
-			}
 			if !slices.Contains(renderFormats, format) {
 				return usageError{fmt.Errorf("--format %q: want one of %s", format, strings.Join(renderFormats, ", "))}
 			}
-			var classes []awsv1.EC2NodeClass
-			if pools != "" {
-				ps, err := simulate.LoadPools(pools)
-				if err != nil {
-					return err
-				}
-				classes = ps.Classes()
+			classes, err := p.classes()
+			if err != nil {
+				return err
 			}
-			return renderAWS(cmd.OutOrStdout(), cmd.ErrOrStderr(), s, classes, format)
+			if format == "plan" {
+				return p.ensure(cmd, classes, true)
+			}
+			return renderAWS(cmd.OutOrStdout(), cmd.ErrOrStderr(), p.s, classes, format)
 		},
 	}
-	f := cmd.Flags()
-	f.BoolVar(&aws, "aws", false, "render the AWS resources the pools need")
-	f.StringVar(&pools, "pools", "", "file or directory with the EC2NodeClasses (kustomization or YAML files)")
-	f.StringVar(&format, "format", "cloudformation", "output: "+strings.Join(renderFormats, ", "))
-	f.StringVar(&s.ClusterName, "cluster-name", "", "EKS cluster name (required)")
-	f.StringVar(&s.Region, "region", "", "AWS region (required)")
-	f.StringVar(&s.AccountID, "account-id", "", "AWS account ID, 12 digits (required)")
-	f.StringVar(&s.Partition, "partition", "aws", "AWS partition: aws, aws-cn or aws-us-gov")
-	f.StringVar(&s.OIDCIssuer, "oidc-issuer", "", "the cluster's OIDC issuer URL: the controller role trusts its service account through IRSA")
-	f.BoolVar(&s.PodIdentity, "pod-identity", false, "the controller role trusts EKS Pod Identity instead of IRSA")
-	f.StringVar(&s.Namespace, "namespace", "karpool-system", "the controller's namespace")
-	f.StringVar(&s.ServiceAccount, "service-account", "karpool", "the controller's service account")
-	f.StringVar(&s.NodeRole, "node-role", "", "the default node role's name (default KarpenterNodeRole-<cluster>)")
-	f.StringSliceVar(&s.InstanceProfileRoles, "instance-profile-role", nil, "role of an instance profile an EC2NodeClass names in spec.instanceProfile (the controller must be allowed to pass it); repeatable")
-	f.StringVar(&s.InterruptionQueue, "interruption-queue", "", "SQS queue name (default the cluster name)")
-	f.StringVar(&s.NodeAccess, "node-access", prereq.AccessEntry, "how nodes join: access-entry (EKS access entry) or aws-auth")
-	f.StringSliceVar(&s.Subnets, "subnet", nil, "subnet ID to tag for discovery; repeatable")
-	f.StringSliceVar(&s.SecurityGroups, "security-group", nil, "security group ID to tag for discovery; repeatable")
+	p.register(cmd.Flags())
+	cmd.Flags().StringVar(&format, "format", "cloudformation", "output: "+strings.Join(renderFormats, ", "))
+	return cmd
+}
+
+func newApplyCommand() *cobra.Command {
+	var p prereqFlags
+	cmd := &cobra.Command{
+		Use:   "apply --aws --cluster-name C --region R --account-id A (--oidc-issuer URL | --pod-identity) [--pools PATH]",
+		Short: "Create or correct the AWS resources the pools need, in the account of the SDK's credentials",
+		Long: `apply --aws makes the account hold what "karpool render --aws" renders, through the AWS API,
+in dependency order (roles before instance profiles, the queue before its rules), and prints
+what it did. It changes only what karpool owns (tagged karpool.dev/cluster=<cluster>) apart
+from adding the discovery tag to subnets and security groups; it deletes the cluster's instance
+profiles and rules that left the desired state. Running it again changes nothing; a run that
+failed half way is completed by the next. "karpool render --aws --format plan" shows the
+changes without making them.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			classes, err := p.classes()
+			if err != nil {
+				return err
+			}
+			return p.ensure(cmd, classes, false)
+		},
+	}
+	p.register(cmd.Flags())
 	return cmd
 }
 

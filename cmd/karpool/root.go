@@ -47,6 +47,7 @@ and runs a bundled autoscaling core that launches the cheapest EC2 capacity that
 	root.AddCommand(newSimulateCommand())
 	root.AddCommand(newPlanCommand())
 	root.AddCommand(newRenderCommand())
+	root.AddCommand(newApplyCommand())
 	root.AddCommand(newControllerCommand())
 	root.AddCommand(newUpCommand())
 	return root

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -48,6 +49,7 @@ func (s *Server) eventsService() *service {
 		op("PutRule", s.ebPutRule), op("DescribeRule", s.ebDescribeRule), op("DeleteRule", s.ebDeleteRule),
 		op("ListRules", s.ebListRules), op("PutTargets", s.ebPutTargets), op("ListTargetsByRule", s.ebListTargetsByRule),
 		op("RemoveTargets", s.ebRemoveTargets), op("PutEvents", s.ebPutEvents),
+		op("TagResource", s.ebTagResource), op("ListTagsForResource", s.ebListTagsForResource),
 	)
 	return sv
 }
@@ -150,6 +152,44 @@ func (s *Server) ebListRules(rc *reqCtx, in *eventbridge.ListRulesInput) (any, e
 		items = []ebtypes.Rule{}
 	}
 	return &eventbridge.ListRulesOutput{Rules: items, NextToken: next}, nil
+}
+
+// ruleByARN finds a rule of the default bus by its ARN. Call with s.mu.
+func (s *Server) ruleByARN(arn *string) (*rule, error) {
+	a := aws.ToString(arn)
+	name := a[strings.LastIndex(a, "/")+1:]
+	if r := s.st.rules[name]; r != nil && r.arn == a {
+		return r, nil
+	}
+	return nil, apiErr(400, "ResourceNotFoundException", "Rule %s does not exist on EventBus default.", name)
+}
+
+func (s *Server) ebTagResource(rc *reqCtx, in *eventbridge.TagResourceInput) (any, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.ruleByARN(in.ResourceARN)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range in.Tags {
+		i := slices.IndexFunc(r.tags, func(e ebtypes.Tag) bool { return aws.ToString(e.Key) == aws.ToString(t.Key) })
+		if i < 0 {
+			r.tags = append(r.tags, t)
+		} else {
+			r.tags[i] = t
+		}
+	}
+	return &eventbridge.TagResourceOutput{}, nil
+}
+
+func (s *Server) ebListTagsForResource(rc *reqCtx, in *eventbridge.ListTagsForResourceInput) (any, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.ruleByARN(in.ResourceARN)
+	if err != nil {
+		return nil, err
+	}
+	return &eventbridge.ListTagsForResourceOutput{Tags: slices.Clone(r.tags)}, nil
 }
 
 func (s *Server) ebDeleteRule(rc *reqCtx, in *eventbridge.DeleteRuleInput) (any, error) {

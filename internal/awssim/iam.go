@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
@@ -161,6 +162,17 @@ func validatePolicyDocument(doc *string) error {
 }
 
 // iamEncode is how IAM returns policy documents: URL-encoded (RFC 3986).
+// policySize is a document's size as IAM's quotas count it: white space does not count.
+func policySize(doc string) int {
+	n := 0
+	for _, r := range doc {
+		if !unicode.IsSpace(r) {
+			n++
+		}
+	}
+	return n
+}
+
 func iamEncode(doc string) *string {
 	return aws.String(strings.ReplaceAll(url.QueryEscape(doc), "+", "%20"))
 }
@@ -392,7 +404,7 @@ func (s *Server) iamPutRolePolicy(rc *reqCtx, in *iam.PutRolePolicyInput) (any, 
 	if err := validatePolicyDocument(in.PolicyDocument); err != nil {
 		return nil, err
 	}
-	if len(*in.PolicyDocument) > 10240 {
+	if policySize(*in.PolicyDocument) > 10240 {
 		return nil, apiErr(409, "LimitExceeded", "Maximum policy size of 10240 bytes exceeded for role %s", aws.ToString(in.RoleName))
 	}
 	s.mu.Lock()
@@ -745,7 +757,7 @@ func (s *Server) iamCreatePolicy(rc *reqCtx, in *iam.CreatePolicyInput) (any, er
 	if err := validatePolicyDocument(in.PolicyDocument); err != nil {
 		return nil, err
 	}
-	if len(*in.PolicyDocument) > 6144 {
+	if policySize(*in.PolicyDocument) > 6144 {
 		return nil, apiErr(409, "LimitExceeded", "Cannot exceed quota for PolicySize: 6144")
 	}
 	s.mu.Lock()
@@ -834,6 +846,9 @@ func (s *Server) iamGetPolicyVersion(rc *reqCtx, in *iam.GetPolicyVersionInput) 
 func (s *Server) iamCreatePolicyVersion(rc *reqCtx, in *iam.CreatePolicyVersionInput) (any, error) {
 	if err := validatePolicyDocument(in.PolicyDocument); err != nil {
 		return nil, err
+	}
+	if policySize(*in.PolicyDocument) > 6144 {
+		return nil, apiErr(409, "LimitExceeded", "Cannot exceed quota for PolicySize: 6144")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -525,3 +525,29 @@ func TestSQSAndEventBridge(t *testing.T) {
 	wantCode(t, err, "AWS.SimpleQueueService.QueueDeletedRecently")
 	_ = bytes.MinRead
 }
+
+// Tags read back through the SDK: apply tells what karpool owns by them.
+func TestQueueAndRuleTags(t *testing.T) {
+	_, cfg := newSim(t, awssim.Options{})
+	ctx := testCtx(t, time.Minute)
+	q, eb := sqs.NewFromConfig(cfg), eventbridge.NewFromConfig(cfg)
+	url := try(q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("tagged"), Tags: map[string]string{"team": "a"}})).ok(t).QueueUrl
+	try(q.TagQueue(ctx, &sqs.TagQueueInput{QueueUrl: url, Tags: map[string]string{"karpool.dev/cluster": "demo", "team": "b"}})).ok(t)
+	tags := try(q.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: url})).ok(t).Tags
+	if len(tags) != 2 || tags["team"] != "b" || tags["karpool.dev/cluster"] != "demo" {
+		t.Errorf("queue tags %v", tags)
+	}
+	_, err := q.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: aws.String("https://sqs.us-east-1.amazonaws.com/111122223333/missing")})
+	wantCode(t, err, "AWS.SimpleQueueService.NonExistentQueue")
+
+	arn := try(eb.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String("r"), EventPattern: aws.String(`{"source":["aws.ec2"]}`),
+		Tags: []ebtypes.Tag{{Key: aws.String("team"), Value: aws.String("a")}}})).ok(t).RuleArn
+	try(eb.TagResource(ctx, &eventbridge.TagResourceInput{ResourceARN: arn, Tags: []ebtypes.Tag{
+		{Key: aws.String("team"), Value: aws.String("b")}, {Key: aws.String("karpool.dev/cluster"), Value: aws.String("demo")}}})).ok(t)
+	rt := try(eb.ListTagsForResource(ctx, &eventbridge.ListTagsForResourceInput{ResourceARN: arn})).ok(t).Tags
+	if len(rt) != 2 || aws.ToString(rt[0].Value) != "b" || aws.ToString(rt[1].Key) != "karpool.dev/cluster" {
+		t.Errorf("rule tags %+v", rt)
+	}
+	_, err = eb.ListTagsForResource(ctx, &eventbridge.ListTagsForResourceInput{ResourceARN: aws.String("arn:aws:events:us-east-1:111122223333:rule/none")})
+	wantCode(t, err, "ResourceNotFoundException")
+}

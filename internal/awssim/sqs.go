@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"regexp"
 	"sort"
 	"strconv"
@@ -65,6 +66,7 @@ func (s *Server) sqsService() *service {
 		op("SetQueueAttributes", s.sqsSetQueueAttributes), op("DeleteQueue", s.sqsDeleteQueue), op("ListQueues", s.sqsListQueues),
 		op("PurgeQueue", s.sqsPurgeQueue), op("SendMessage", s.sqsSendMessage), op("ReceiveMessage", s.sqsReceiveMessage),
 		op("DeleteMessage", s.sqsDeleteMessage), op("ChangeMessageVisibility", s.sqsChangeMessageVisibility),
+		op("TagQueue", s.sqsTagQueue), op("ListQueueTags", s.sqsListQueueTags),
 	)
 	return sv
 }
@@ -282,6 +284,30 @@ func (s *Server) sqsDeleteQueue(rc *reqCtx, in *sqs.DeleteQueueInput) (any, erro
 	s.st.deletedQueues[q.name] = rc.now
 	s.notify()
 	return &sqs.DeleteQueueOutput{}, nil
+}
+
+func (s *Server) sqsTagQueue(rc *reqCtx, in *sqs.TagQueueInput) (any, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q, err := s.queueByURL(in.QueueUrl)
+	if err != nil {
+		return nil, err
+	}
+	if len(q.tags)+len(in.Tags) > 50 {
+		return nil, sqsErr(400, "InvalidParameterValue", "InvalidParameterValue", "Too many tags added for queue: a queue has at most 50 tags.")
+	}
+	maps.Copy(q.tags, in.Tags)
+	return &sqs.TagQueueOutput{}, nil
+}
+
+func (s *Server) sqsListQueueTags(rc *reqCtx, in *sqs.ListQueueTagsInput) (any, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q, err := s.queueByURL(in.QueueUrl)
+	if err != nil {
+		return nil, err
+	}
+	return &sqs.ListQueueTagsOutput{Tags: maps.Clone(q.tags)}, nil
 }
 
 func (s *Server) sqsListQueues(rc *reqCtx, in *sqs.ListQueuesInput) (any, error) {
