@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -121,6 +122,9 @@ type priceProduct struct {
 }
 
 // priceProducts renders a region's on-demand Linux shared-tenancy products as Price List JSON.
+// Accelerated types also get a Capacity Block product (marketoption CapacityBlock) at another
+// price, as AWS lists them: a reader that does not filter on marketoption reads a wrong
+// on-demand price.
 func priceProducts(cat *catalog.Catalog) []priceProduct {
 	region := cat.Region()
 	var out []priceProduct
@@ -128,7 +132,6 @@ func priceProducts(cat *catalog.Catalog) []priceProduct {
 		if !cat.Offered(sp.Name) || sp.OnDemandPrice <= 0 {
 			continue
 		}
-		sku := skuOf(region, sp.Name)
 		mem := strconv.FormatFloat(float64(sp.MemoryMiB)/1024, 'f', -1, 64) + " GiB"
 		attrs := map[string]string{
 			"servicecode": "AmazonEC2", "servicename": "Amazon Elastic Compute Cloud", "instanceType": sp.Name,
@@ -149,30 +152,38 @@ func priceProducts(cat *catalog.Catalog) []priceProduct {
 		if sp.LocalNVMeGB > 0 {
 			attrs["storage"] = fmt.Sprintf("1 x %d NVMe SSD", sp.LocalNVMeGB)
 		}
-		price := strconv.FormatFloat(sp.OnDemandPrice, 'f', 10, 64)
-		term := sku + ".JRTCKXETXF"
-		rate := term + ".6YS6EN2CT7"
-		doc := map[string]any{
-			"product":     map[string]any{"productFamily": "Compute Instance", "attributes": attrs, "sku": sku},
-			"serviceCode": "AmazonEC2",
-			"terms": map[string]any{"OnDemand": map[string]any{term: map[string]any{
-				"priceDimensions": map[string]any{rate: map[string]any{
-					"unit": "Hrs", "endRange": "Inf", "beginRange": "0", "appliesTo": []string{}, "rateCode": rate,
-					"description":  fmt.Sprintf("$%s per On Demand Linux %s Instance Hour", strconv.FormatFloat(sp.OnDemandPrice, 'f', -1, 64), sp.Name),
-					"pricePerUnit": map[string]string{"USD": price},
-				}},
-				"sku": sku, "effectiveDate": "2026-11-01T00:00:00Z", "offerTermCode": "JRTCKXETXF", "termAttributes": map[string]any{},
-			}}},
-			"version": "20261101000000", "publicationDate": "2026-11-01T00:00:00Z",
+		out = append(out, priceProductOf(skuOf(region, sp.Name), attrs, sp.OnDemandPrice, "On Demand Linux "+sp.Name+" Instance Hour"))
+		if sp.GPUs > 0 {
+			cb := maps.Clone(attrs)
+			cb["marketoption"], cb["usagetype"] = "CapacityBlock", "CapacityBlock:"+sp.Name
+			out = append(out, priceProductOf(skuOf(region, sp.Name+"/capacity-block"), cb, sp.OnDemandPrice*0.6, "Capacity Block Linux "+sp.Name+" Instance Hour"))
 		}
-		b, _ := json.Marshal(doc)
-		a := map[string]string{"serviceCode": "AmazonEC2", "productFamily": "Compute Instance", "sku": sku}
-		for k, v := range attrs {
-			a[k] = v
-		}
-		out = append(out, priceProduct{attrs: a, doc: string(b)})
 	}
 	return out
+}
+
+// priceProductOf is one Price List product with one hourly on-demand term.
+func priceProductOf(sku string, attrs map[string]string, usd float64, what string) priceProduct {
+	price := strconv.FormatFloat(usd, 'f', 10, 64)
+	term := sku + ".JRTCKXETXF"
+	rate := term + ".6YS6EN2CT7"
+	doc := map[string]any{
+		"product":     map[string]any{"productFamily": "Compute Instance", "attributes": attrs, "sku": sku},
+		"serviceCode": "AmazonEC2",
+		"terms": map[string]any{"OnDemand": map[string]any{term: map[string]any{
+			"priceDimensions": map[string]any{rate: map[string]any{
+				"unit": "Hrs", "endRange": "Inf", "beginRange": "0", "appliesTo": []string{}, "rateCode": rate,
+				"description":  fmt.Sprintf("$%s per %s", strconv.FormatFloat(usd, 'f', -1, 64), what),
+				"pricePerUnit": map[string]string{"USD": price},
+			}},
+			"sku": sku, "effectiveDate": "2026-11-01T00:00:00Z", "offerTermCode": "JRTCKXETXF", "termAttributes": map[string]any{},
+		}}},
+		"version": "20261101000000", "publicationDate": "2026-11-01T00:00:00Z",
+	}
+	b, _ := json.Marshal(doc)
+	a := map[string]string{"serviceCode": "AmazonEC2", "productFamily": "Compute Instance", "sku": sku}
+	maps.Copy(a, attrs)
+	return priceProduct{attrs: a, doc: string(b)}
 }
 
 func pricingFilterMatch(f pricingtypes.Filter, attrs map[string]string) bool {
@@ -228,7 +239,7 @@ func (s *Server) pricingGetProducts(rc *reqCtx, in *pricing.GetProductsInput) (a
 			regions = []string{aws.ToString(f.Value)}
 		}
 	}
-	var docs []string
+	var matched []priceProduct
 	for _, r := range regions {
 		cat := s.catalog
 		if r != s.catalog.Region() {
@@ -247,11 +258,17 @@ func (s *Server) pricingGetProducts(rc *reqCtx, in *pricing.GetProductsInput) (a
 				}
 			}
 			if ok {
-				docs = append(docs, p.doc)
+				matched = append(matched, p)
 			}
 		}
 	}
-	sort.Strings(docs)
+	// In SKU order, which says nothing about the type or the market: like AWS's order, a
+	// reader cannot count on the on-demand product coming last.
+	sort.Slice(matched, func(i, j int) bool { return matched[i].attrs["sku"] < matched[j].attrs["sku"] })
+	docs := make([]string, len(matched))
+	for i, p := range matched {
+		docs[i] = p.doc
+	}
 	max := int32(100)
 	if in.MaxResults != nil {
 		max = *in.MaxResults

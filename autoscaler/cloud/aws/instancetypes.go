@@ -173,7 +173,8 @@ type priceListProduct struct {
 	} `json:"terms"`
 }
 
-// discoverOnDemandPrices reads the region's Linux, shared-tenancy, no-license on-demand prices.
+// discoverOnDemandPrices reads the region's Linux, shared-tenancy, no-license on-demand prices
+// (not Capacity Block prices).
 func (p *Provider) discoverOnDemandPrices(ctx context.Context) (map[string]float64, error) {
 	term := func(field, value string) pricingtypes.Filter {
 		return pricingtypes.Filter{Field: aws.String(field), Value: aws.String(value), Type: pricingtypes.FilterTypeTermMatch}
@@ -181,6 +182,8 @@ func (p *Provider) discoverOnDemandPrices(ctx context.Context) (map[string]float
 	in := &pricing.GetProductsInput{ServiceCode: aws.String("AmazonEC2"), MaxResults: aws.Int32(100), Filters: []pricingtypes.Filter{
 		term("regionCode", p.region), term("operatingSystem", "Linux"), term("tenancy", "Shared"), term("preInstalledSw", "NA"),
 		term("capacitystatus", "Used"), term("licenseModel", "No License required"),
+		// Capacity Blocks of accelerated types are listed with the same attributes otherwise.
+		term("marketoption", "OnDemand"),
 	}}
 	out := map[string]float64{}
 	pg := pricing.NewGetProductsPaginator(p.pricing, in)

@@ -106,6 +106,24 @@ func TestInstanceTypesDiscoveredFromAWS(t *testing.T) {
 	if o := offering(t, its, "m5.large", "us-east-1b", "on-demand"); listPrice(o) != 0.096 || o.Estimated {
 		t.Errorf("on-demand offering %+v, want 0.096 from the price list", o)
 	}
+	// Accelerated types have Capacity Block products too: the on-demand price is still the
+	// on-demand one.
+	gpus := 0
+	for _, it := range its {
+		spec, _ := cat.Spec(it.Name)
+		for _, o := range it.Offerings {
+			if spec.GPUs > 0 && o.CapacityType == "on-demand" {
+				gpus++
+				if got := listPrice(o); math.Abs(got-spec.OnDemandPrice) > 1e-9 || o.Estimated {
+					t.Errorf("%s on-demand at %v, want the price list's on-demand %v", it.Name, got, spec.OnDemandPrice)
+				}
+				break
+			}
+		}
+	}
+	if gpus == 0 {
+		t.Error("no accelerated type among the discovered ones: the Capacity Block case is not exercised")
+	}
 	for _, it := range its {
 		if it.Name == "m5.large" {
 			if cpu, mem, pods := it.Allocatable[catalog.CPU], it.Allocatable[catalog.Memory], it.Allocatable[catalog.Pods]; cpu != 1930 || mem != 6903*catalog.Mi || pods != 29 {
