@@ -42,8 +42,9 @@ verify-generate: generate
 
 ## test: every test, unit and end-to-end, on the real local control plane, and brief fuzzing
 # The fuzzing runs beside the tests: its cost is compiling instrumented packages, which fills
-# the cores the end-to-end tests leave idle while they wait on the cluster (about 6 minutes off a
-# cold run). Its output is printed when both are done.
+# the cores the end-to-end tests leave idle while they wait on the cluster (session 11's cold
+# run: about 4 minutes less after the tool builds; BENCHMARKS.md). Its output is printed when
+# both are done.
 test: tools verify-generate lint
 	@$(MAKE) --no-print-directory fuzz > $(BIN)/fuzz.log 2>&1 & fuzz=$$!; \
 	$(GO) test -count=1 -p $(TEST_P) -timeout $(TEST_TIMEOUT) ./...; status=$$?; \

@@ -173,27 +173,6 @@ for t in "${want[@]}"; do
 	[ -n "${version[$t]:-}" ] || fail "unknown tool '$t' (known: ${order[*]})"
 done
 
-# Two lanes at once: kube alone, the others in order. One go build keeps both cores busy only
-# part of the time (module downloads, long single-package compiles, cgo, links), so two builds
-# side by side finish sooner than one after the other. Each lane runs to its end; a failure in
-# either fails the whole.
-lane() {
-	local t
-	for t in "$@"; do ensure "$t"; done
-}
-kube=() others=()
 for t in "${want[@]}"; do
-	if [ "$t" = kube ]; then kube+=("$t"); else others+=("$t"); fi
+	ensure "$t"
 done
-if [ ${#kube[@]} -eq 0 ] || [ ${#others[@]} -eq 0 ]; then
-	lane "${want[@]}"
-	exit 0
-fi
-lane "${kube[@]}" &
-kube_pid=$!
-lane "${others[@]}" &
-others_pid=$!
-status=0
-wait "$kube_pid" || status=1
-wait "$others_pid" || status=1
-[ $status -eq 0 ] || fail "a tool build failed (its error is above)"

@@ -269,11 +269,41 @@ func (s *Server) Fork(repo, user string) string {
 // and returns its number.
 func (s *Server) OpenPullRequest(repo, head, base, title string) int {
 	s.t.Helper()
+	owner, branch, forked := strings.Cut(head, ":")
+	if !forked {
+		owner, branch = s.User, head
+	}
+	s.waitBranch(owner, repo, branch)
 	var pr struct {
 		Number int `json:"number"`
 	}
 	s.API(http.MethodPost, "/repos/"+s.User+"/"+repo+"/pulls", map[string]any{"head": head, "base": base, "title": title}, &pr)
 	return pr.Number
+}
+
+// waitBranch waits until Gitea lists a branch just pushed: it records pushes asynchronously,
+// and a pull request from a branch it has not recorded yet is refused with 404.
+func (s *Server) waitBranch(owner, repo, branch string) {
+	s.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		req, err := http.NewRequest(http.MethodGet, s.URL+"/api/v1/repos/"+owner+"/"+repo+"/branches/"+url.PathEscape(branch), nil)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "token "+s.Token)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("branch %s of %s/%s not listed by Gitea a minute after the push (last: %v)", branch, owner, repo, err)
+		}
+		time.Sleep(200 * time.Millisecond) // polling interval, not synchronisation
+	}
 }
 
 // Comment is a pull request comment as the API returns it.
