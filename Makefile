@@ -7,8 +7,6 @@ LDFLAGS := -X main.version=$(VERSION)
 # End-to-end tests fail instead of skipping when a prerequisite is missing.
 export KARPOOL_E2E := require
 export KARPOOL_BIN_DIR := $(BIN)
-# Two cores: one package at a time keeps two control planes from starving each other.
-TEST_P ?= 1
 TEST_TIMEOUT ?= 30m
 
 .PHONY: all build up generate verify-generate tools test test-unit fuzz lint bench bench-vs-karpenter clean
@@ -41,15 +39,22 @@ verify-generate: generate
 	@untracked=$$(git ls-files --others --exclude-standard -- api config); if [ -n "$$untracked" ]; then echo "untracked generated files: $$untracked"; exit 1; fi
 
 ## test: every test, unit and end-to-end, on the real local control plane, and brief fuzzing
-# The fuzzing runs beside the tests: its cost is compiling instrumented packages, which fills
-# the cores the end-to-end tests leave idle while they wait on the cluster (session 11's cold
-# run: about 4 minutes less after the tool builds; BENCHMARKS.md). Its output is printed when
-# both are done.
+# Three lanes share the two cores. The packages whose tests start a control plane or Gitea run one
+# at a time (two control planes would starve each other); they spend most of their time waiting
+# on the cluster, so the other packages' tests and `make fuzz` (whose cost is compiling
+# instrumented packages) run beside them. The end-to-end lane streams; the other two are printed
+# when all are done. Timings: BENCHMARKS.md "Build and test times".
+E2E_IMPORTS := internal/(localenv|giteatest)
 test: tools verify-generate lint
+	@$(GO) list -f '{{.ImportPath}}{{range .TestImports}} {{.}}{{end}}{{range .XTestImports}} {{.}}{{end}}' ./... \
+		| awk -v re='$(E2E_IMPORTS)' '{ e2e=0; for (i=2; i<=NF; i++) if ($$i ~ re) e2e=1; print $$1 > (e2e ? "$(BIN)/e2e.pkgs" : "$(BIN)/unit.pkgs") }'
 	@$(MAKE) --no-print-directory fuzz > $(BIN)/fuzz.log 2>&1 & fuzz=$$!; \
-	$(GO) test -count=1 -p $(TEST_P) -timeout $(TEST_TIMEOUT) ./...; status=$$?; \
-	wait $$fuzz; fuzzed=$$?; \
+	$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) $$(cat $(BIN)/unit.pkgs) > $(BIN)/unit.log 2>&1 & unit=$$!; \
+	$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) $$(cat $(BIN)/e2e.pkgs); status=$$?; \
+	wait $$unit; unitstatus=$$?; wait $$fuzz; fuzzed=$$?; \
+	echo; echo "=== unit tests (run beside the end-to-end ones)"; cat $(BIN)/unit.log; \
 	echo; echo "=== make fuzz (run beside the tests)"; cat $(BIN)/fuzz.log; \
+	if [ $$unitstatus -ne 0 ]; then echo "unit tests failed"; status=1; fi; \
 	if [ $$fuzzed -ne 0 ]; then echo "make fuzz failed"; status=1; fi; \
 	exit $$status
 
