@@ -5,8 +5,9 @@
 // reconcile.fluxcd.io/requestedAt annotation) so that the same tooling reads it.
 //
 // One reconciliation reads top-down in sync.go: fetch (package source) → build (package build) →
-// validate (package validate; nothing is applied unless every object passes) → apply (server-side
-// apply, EC2NodeClasses before NodePools, drift corrected) → prune (objects of the previous
+// validate (package validate; nothing is applied unless every object passes) → AWS (aws.go: plan or
+// apply the AWS resources spec.aws renders) → apply (server-side apply, EC2NodeClasses before
+// NodePools, drift corrected) → prune (objects of the previous
 // inventory that left Git) → status. A failure at any step leaves the previous revision in force.
 package reconciler
 
@@ -17,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
 	rtcontroller "github.com/fluxcd/pkg/runtime/controller"
@@ -72,7 +74,7 @@ const (
 
 // ownedConditions are the conditions the controller writes; the patch helper resolves conflicts
 // on them in the controller's favour.
-var ownedConditions = []string{meta.ReadyCondition, meta.ReconcilingCondition, meta.StalledCondition}
+var ownedConditions = []string{meta.ReadyCondition, meta.ReconcilingCondition, meta.StalledCondition, v1alpha1.AWSReadyCondition}
 
 // Options configure a Reconciler. The zero value of every field has a working default.
 type Options struct {
@@ -102,6 +104,12 @@ type Options struct {
 	// Region is the cluster's AWS region, whose catalog prices the status reports and the
 	// plans of pull requests; default us-east-1.
 	Region string
+	// AWSConfig loads the SDK configuration spec.aws works in, for its region; default
+	// DefaultAWSConfig (the standard credential chain).
+	AWSConfig func(ctx context.Context, region string) (aws.Config, error)
+	// ServiceAccount is the controller's service account, which the controller role rendered
+	// for spec.aws trusts; default karpool.
+	ServiceAccount string
 	// Prices prices a node by its labels (instance type, zone, capacity type) in the status
 	// report; default the embedded catalog of Region.
 	Prices func(labels map[string]string) (float64, bool)
@@ -145,6 +153,12 @@ func New(c client.Client, opts Options) *Reconciler {
 	}
 	if opts.Region == "" {
 		opts.Region = "us-east-1"
+	}
+	if opts.AWSConfig == nil {
+		opts.AWSConfig = DefaultAWSConfig
+	}
+	if opts.ServiceAccount == "" {
+		opts.ServiceAccount = "karpool"
 	}
 	if opts.Prices == nil {
 		opts.Prices = status.CatalogPrices(opts.Region)

@@ -11,6 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/prereq/ensure"
 	"github.com/karpool/karpool/autoscaler/simulate"
 	"github.com/karpool/karpool/reconciler/build"
 	"github.com/karpool/karpool/reconciler/forge"
@@ -95,6 +96,9 @@ func (r *Reconciler) reviewOne(ctx context.Context, obj *v1alpha1.PoolSync, f fo
 	if err != nil {
 		return err
 	}
+	if !plan.Failed() {
+		plan.AWS = r.planAWS(ctx, obj, head)
+	}
 	out, c, err := forge.Post(ctx, f, pr.Number, review.Marker(obj.Spec.Path), plan.Markdown("controller"), plan.Changed(), false)
 	if err != nil {
 		return err
@@ -109,6 +113,27 @@ func (r *Reconciler) reviewOne(ctx context.Context, obj *v1alpha1.PoolSync, f fo
 	ctrl.LoggerFrom(ctx).V(1).Info("pull request planned", "pr", pr.Number, "comment", out, "status", st.State)
 	r.event(obj, corev1.EventTypeNormal, PullRequestPlannedReason, "Planned pull request %d at %s: %s", pr.Number, head.Revision, st.Description)
 	return nil
+}
+
+// planAWS plans the head revision's AWS resources against the account when spec.aws asks for
+// them; an error is part of the comment, not a failure of the review.
+func (r *Reconciler) planAWS(ctx context.Context, obj *v1alpha1.PoolSync, head *source.Artifact) *review.AWSChanges {
+	if obj.Spec.AWS == nil || obj.Spec.AWS.Mode == v1alpha1.AWSModeOff {
+		return nil
+	}
+	out := &review.AWSChanges{Mode: string(modeOf(obj.Spec.AWS))}
+	objs, err := build.Build(head.Files, obj.Spec.Path)
+	if err == nil {
+		var changes []ensure.Change
+		if changes, err = r.ensureAWS(ctx, obj, objs, true); err == nil {
+			st := awsStatus(modeOf(obj.Spec.AWS), head.Revision, changes)
+			out.Changes, out.Summary = st.Changes, st.Summary
+		}
+	}
+	if err != nil {
+		out.Error = err.Error()
+	}
+	return out
 }
 
 // openForge connects to the forge of spec.report.pullRequests with the token of its Secret.

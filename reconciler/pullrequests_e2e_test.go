@@ -27,7 +27,8 @@ import (
 // pods), and posts one comment and a commit status; a new commit to the pull request updates
 // the same comment and gets its own status; a pull request from a fork is planned too.
 func TestPullRequestsArePlanned(t *testing.T) {
-	h := startController(t)
+	aws, withAWS := startAWS(t)
+	h := startController(t, withAWS)
 	srv := giteatest.Start(t)
 	clone := srv.CreateRepo("pools")
 	work := t.TempDir()
@@ -102,6 +103,7 @@ func TestPullRequestsArePlanned(t *testing.T) {
 	h.poolSync("reviewed", clone, "pools", func(ps *v1alpha1.PoolSync) {
 		ps.Spec.Report = &v1alpha1.ReportSpec{PullRequests: &v1alpha1.PullRequestSpec{
 			Provider: "gitea", APIURL: srv.URL, SecretRef: fluxmeta.LocalObjectReference{Name: secret.Name}}}
+		ps.Spec.AWS = &v1alpha1.AWSSpec{Region: aws.Region(), ClusterName: "demo", Mode: v1alpha1.AWSModePlan}
 	})
 
 	marker := review.Marker("pools")
@@ -119,7 +121,8 @@ func TestPullRequestsArePlanned(t *testing.T) {
 		return c
 	}
 	first := waitComment(pr, gittest.Git(t, work, "rev-parse", "HEAD"), "t3.medium on-demand")
-	for _, want := range []string{"4 pods from the cluster's workload", "t3.small on-demand", "Estimated node cost: $"} {
+	for _, want := range []string{"4 pods from the cluster's workload", "t3.small on-demand", "Estimated node cost: $",
+		"#### AWS resources (spec.aws mode plan)", "+ SQS queue demo"} {
 		if !strings.Contains(first.Body, want) {
 			t.Errorf("comment lacks %q:\n%s", want, first.Body)
 		}

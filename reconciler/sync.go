@@ -97,7 +97,13 @@ func (r *Reconciler) reconcile(ctx context.Context, obj *v1alpha1.PoolSync, patc
 			art.Revision, len(findings), plural(len(findings)), validate.Summary(findings, shownFindings)))
 	}
 
-	// 4. Apply: server-side apply, EC2NodeClasses before NodePools; unchanged objects are left
+	// 4. AWS: plan or apply what spec.aws renders for the revision's EC2NodeClasses; in apply
+	// mode, before the pools that need it.
+	if err := r.reconcileAWS(ctx, obj, objs, art.Revision); err != nil {
+		return r.fail(obj, AWSFailedReason, err)
+	}
+
+	// 5. Apply: server-side apply, EC2NodeClasses before NodePools; unchanged objects are left
 	// alone and drifted ones restored.
 	oldInv := inventoryEntries(obj.Status.Inventory)
 	newInv := inventoryOf(objs)
@@ -113,7 +119,7 @@ func (r *Reconciler) reconcile(ctx context.Context, obj *v1alpha1.PoolSync, patc
 
 	r.remember(obj.Name, p.learned)
 
-	// 5. Prune what left Git, among the objects this PoolSync applied before.
+	// 6. Prune what left Git, among the objects this PoolSync applied before.
 	var pruned []string
 	if obj.Spec.Prune {
 		stale := difference(oldInv, newInv)
@@ -124,7 +130,7 @@ func (r *Reconciler) reconcile(ctx context.Context, obj *v1alpha1.PoolSync, patc
 		}
 	}
 
-	// 6. Status and events.
+	// 7. Status and events.
 	obj.Status.Inventory = toInventory(newInv)
 	// Unless Git or the spec moved, every change undoes an edit made in the cluster.
 	intended := art.Revision != obj.Status.LastAppliedRevision || obj.Generation != obj.Status.ObservedGeneration

@@ -438,6 +438,9 @@ func (l *Lifecycle) nodeClass(ctx context.Context, nc *karpv1.NodeClaim) (*awsv1
 	if err := l.client.Get(ctx, client.ObjectKey{Name: ref.Name}, class); err != nil {
 		return nil, fmt.Errorf("EC2NodeClass %q: %w", ref.Name, err)
 	}
+	if why := state.ClassNotReady(class); why != "" {
+		return nil, errors.New(why)
+	}
 	return class, nil
 }
 

@@ -229,24 +229,34 @@ func (c *Cluster) NodeClassReady(np *karpv1.NodePool) (*awsv1.EC2NodeClass, stri
 	if !ok {
 		return nil, fmt.Sprintf("EC2NodeClass %q does not exist; create it or fix spec.template.spec.nodeClassRef.name", ref.Name)
 	}
+	if why := ClassNotReady(nc); why != "" {
+		return nil, why
+	}
+	return nc, ""
+}
+
+// ClassNotReady is why an EC2NodeClass cannot be launched from ("" when it can): it must say
+// Ready=True for its current generation and not be deleting. Pools (their NodeClassReady
+// condition) and launches judge a class by this one rule.
+func ClassNotReady(nc *awsv1.EC2NodeClass) string {
 	if nc.DeletionTimestamp != nil {
-		return nil, fmt.Sprintf("EC2NodeClass %q is being deleted", ref.Name)
+		return fmt.Sprintf("EC2NodeClass %q is being deleted", nc.Name)
 	}
 	for _, cond := range nc.Status.Conditions {
 		if cond.Type != "Ready" {
 			continue
 		}
 		if cond.Status == "True" && cond.ObservedGeneration >= nc.Generation {
-			return nc, ""
+			return ""
 		}
 		if cond.Status == "True" {
-			return nil, fmt.Sprintf("EC2NodeClass %q has not been resolved since its last change", ref.Name)
+			return fmt.Sprintf("EC2NodeClass %q has not been resolved since its last change", nc.Name)
 		}
 		msg := cond.Message
 		if msg == "" {
 			msg = cond.Reason
 		}
-		return nil, fmt.Sprintf("EC2NodeClass %q is not ready: %s", ref.Name, msg)
+		return fmt.Sprintf("EC2NodeClass %q is not ready: %s", nc.Name, msg)
 	}
-	return nil, fmt.Sprintf("EC2NodeClass %q has no Ready condition yet", ref.Name)
+	return fmt.Sprintf("EC2NodeClass %q has no Ready condition yet", nc.Name)
 }

@@ -34,9 +34,9 @@ func (p *prereqFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&p.pools, "pools", "", "file or directory with the EC2NodeClasses (kustomization or YAML files)")
 	f.StringVar(&p.s.ClusterName, "cluster-name", "", "EKS cluster name (required)")
 	f.StringVar(&p.s.Region, "region", "", "AWS region (required)")
-	f.StringVar(&p.s.AccountID, "account-id", "", "AWS account ID, 12 digits (required)")
+	f.StringVar(&p.s.AccountID, "account-id", "", "AWS account ID, 12 digits (required to render; plan and apply default to the credentials' account)")
 	f.StringVar(&p.s.Partition, "partition", "aws", "AWS partition: aws, aws-cn or aws-us-gov")
-	f.StringVar(&p.s.OIDCIssuer, "oidc-issuer", "", "the cluster's OIDC issuer URL: the controller role trusts its service account through IRSA")
+	f.StringVar(&p.s.OIDCIssuer, "oidc-issuer", "", "the cluster's OIDC issuer URL: the controller role trusts its service account through IRSA (plan and apply read it from EKS when neither this nor --pod-identity is set)")
 	f.BoolVar(&p.s.PodIdentity, "pod-identity", false, "the controller role trusts EKS Pod Identity instead of IRSA")
 	f.StringVar(&p.s.Namespace, "namespace", "karpool-system", "the controller's namespace")
 	f.StringVar(&p.s.ServiceAccount, "service-account", "karpool", "the controller's service account")
@@ -66,13 +66,6 @@ func (p *prereqFlags) classes() ([]awsv1.EC2NodeClass, error) {
 
 // ensure plans, or applies, the prerequisites in the account of the SDK's credential chain.
 func (p *prereqFlags) ensure(cmd *cobra.Command, classes []awsv1.EC2NodeClass, planOnly bool) error {
-	r, err := prereq.Render(p.s, classes)
-	if err != nil {
-		return usageError{err}
-	}
-	for _, w := range r.Warnings {
-		fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
-	}
 	cfg, err := awsconfig.LoadDefaultConfig(cmd.Context(), awsconfig.WithRegion(p.s.Region))
 	if err != nil {
 		return fmt.Errorf("loading the AWS configuration: %w", err)
@@ -80,7 +73,19 @@ func (p *prereqFlags) ensure(cmd *cobra.Command, classes []awsv1.EC2NodeClass, p
 	if p.endpoint != "" {
 		cfg.BaseEndpoint = &p.endpoint
 	}
-	changes, err := ensure.Run(cmd.Context(), ensure.NewClients(cfg), r, planOnly)
+	clients := ensure.NewClients(cfg)
+	s, err := ensure.Discover(cmd.Context(), clients, p.s)
+	if err != nil {
+		return err
+	}
+	r, err := prereq.Render(s, classes)
+	if err != nil {
+		return usageError{err}
+	}
+	for _, w := range r.Warnings {
+		fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+	}
+	changes, err := ensure.Run(cmd.Context(), clients, r, ensure.Options{PlanOnly: planOnly})
 	fmt.Fprint(cmd.OutOrStdout(), ensure.Text(changes))
 	return err
 }
@@ -135,7 +140,7 @@ would do: + create, ~ update (with the fields), - delete, ! differs but is not k
 func newApplyCommand() *cobra.Command {
 	var p prereqFlags
 	cmd := &cobra.Command{
-		Use:   "apply --aws --cluster-name C --region R --account-id A (--oidc-issuer URL | --pod-identity) [--pools PATH]",
+		Use:   "apply --aws --cluster-name C --region R [--account-id A] [--oidc-issuer URL | --pod-identity] [--pools PATH]",
 		Short: "Create or correct the AWS resources the pools need, in the account of the SDK's credentials",
 		Long: `apply --aws makes the account hold what "karpool render --aws" renders, through the AWS API,
 in dependency order (roles before instance profiles, the queue before its rules), and prints
@@ -143,7 +148,8 @@ what it did. It changes only what karpool owns (tagged karpool.dev/cluster=<clus
 from adding the discovery tag to subnets and security groups; it deletes the cluster's instance
 profiles and rules that left the desired state. Running it again changes nothing; a run that
 failed half way is completed by the next. "karpool render --aws --format plan" shows the
-changes without making them.`,
+changes without making them. The account ID and the cluster's OIDC issuer are read from
+STS and EKS unless given.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			classes, err := p.classes()

@@ -233,6 +233,17 @@ func (s *Server) Calls() []Call {
 	return append([]Call(nil), s.calls...)
 }
 
+// Mutating says whether the call can change the account: any action but a Get, List or
+// Describe.
+func (c Call) Mutating() bool {
+	for _, read := range []string{"Get", "List", "Describe"} {
+		if strings.HasPrefix(c.Action, read) {
+			return false
+		}
+	}
+	return true
+}
+
 // ResetCalls forgets the recorded requests.
 func (s *Server) ResetCalls() {
 	s.mu.Lock()

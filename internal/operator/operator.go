@@ -132,6 +132,12 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 		Notifier:        notifier,
 		Metrics:         rtcontroller.NewMetrics(mgr, fluxRecorder()),
 		Region:          cfg.AWS.Region,
+		// spec.aws works with the controller's own credentials and endpoint, in its region.
+		AWSConfig: func(_ context.Context, region string) (aws.Config, error) {
+			c := cfg.AWS.Copy()
+			c.Region = region
+			return c, nil
+		},
 	})
 	if err := poolSync.SetupWithManager(mgr, reconciler.SetupOptions{MaxConcurrentReconciles: 2, SkipNameValidation: true}); err != nil {
 		return err

@@ -37,6 +37,7 @@ func (p *Plan) Markdown(version string) string {
 	p.fittingSection(&b)
 	p.replacedSection(&b)
 	p.worstCaseSection(&b)
+	p.awsSection(&b)
 	tail := p.assumptions(version)
 	diff := p.diffSection(MaxComment - b.Len() - len(tail))
 	b.WriteString(diff)
@@ -194,6 +195,29 @@ func (p *Plan) worstCaseSection(b *strings.Builder) {
 		fmt.Fprintf(b, "- %s: %s\n", podList(g.pods), mdEscape(g.reason))
 	}
 	b.WriteString("\n")
+}
+
+// awsSection lists what the head's AWS resources change in the account, and who makes the
+// changes (the controller on merge, or a person).
+func (p *Plan) awsSection(b *strings.Builder) {
+	a := p.AWS
+	if a == nil {
+		return
+	}
+	fmt.Fprintf(b, "#### AWS resources (spec.aws mode %s)\n\n", a.Mode)
+	switch {
+	case a.Error != "":
+		fmt.Fprintf(b, "⚠️ Not planned against the account: %s\n\n", mdEscape(a.Error))
+		return
+	case len(a.Changes) == 0:
+		b.WriteString("The account already holds every AWS resource the head revision needs.\n\n")
+		return
+	case a.Mode == "apply":
+		fmt.Fprintf(b, "On merge, karpool makes these changes in the account before it applies the pools (%s):\n\n", a.Summary)
+	default:
+		fmt.Fprintf(b, "The head revision needs these changes in the account (%s); spec.aws.mode is plan, so someone runs `karpool apply --aws` or sets it to apply:\n\n", a.Summary)
+	}
+	fmt.Fprintf(b, "```\n%s\n```\n\n", strings.Join(a.Changes, "\n"))
 }
 
 // diffSection is the rendered manifest diff in a <details> block, cut to fit room characters.

@@ -70,6 +70,20 @@ type Plan struct {
 	// WorstCase is the head with every HorizontalPodAutoscaler at its maxReplicas; nil when
 	// the workload has none or the head was not planned.
 	WorstCase *WorstCase `json:"worstCase,omitempty"`
+	// AWS is what the head's AWS resources (spec.aws) change in the account; nil when the
+	// PoolSync renders none or the plan was made offline.
+	AWS *AWSChanges `json:"aws,omitempty"`
+}
+
+// AWSChanges is the head revision's AWS resources planned against the live account.
+type AWSChanges struct {
+	// Mode is spec.aws.mode: apply makes the changes when the head is merged, plan only reports.
+	Mode string `json:"mode"`
+	// Changes are the plan's lines ("+ IAM role KarpenterNodeRole-demo"), Summary their counts.
+	Changes []string `json:"changes"`
+	Summary string   `json:"summary"`
+	// Error says why the account could not be planned against.
+	Error string `json:"error,omitempty"`
 }
 
 // WorstCase is what the head's pools run when every HPA scales its target to maxReplicas.

@@ -302,3 +302,32 @@ spec:
 		t.Error("a worst case without an HPA")
 	}
 }
+
+// TestAWSSection: the head's AWS changes are listed with who makes them; an account that could
+// not be read is said so; a PoolSync without spec.aws gets no section.
+func TestAWSSection(t *testing.T) {
+	p := plan(t, with(nil))
+	if md := p.Markdown("test"); strings.Contains(md, "AWS resources") {
+		t.Fatalf("a plan without spec.aws has an AWS section")
+	}
+	changes := []string{"+ IAM role GPUNodeRole", "+ IAM instance profile demo_0a1b"}
+	for _, c := range []struct {
+		aws  AWSChanges
+		want []string
+	}{
+		{AWSChanges{Mode: "apply", Changes: changes, Summary: "2 to create, 0 to update, 0 to delete"},
+			[]string{"On merge, karpool makes these changes", "(2 to create, 0 to update, 0 to delete)", "```\n+ IAM role GPUNodeRole\n+ IAM instance profile demo_0a1b\n```"}},
+		{AWSChanges{Mode: "plan", Changes: changes, Summary: "2 to create, 0 to update, 0 to delete"},
+			[]string{"spec.aws.mode is plan, so someone runs `karpool apply --aws`", "+ IAM role GPUNodeRole"}},
+		{AWSChanges{Mode: "apply", Summary: "nothing to change"}, []string{"already holds every AWS resource"}},
+		{AWSChanges{Mode: "plan", Error: "reading the account ID (sts:GetCallerIdentity): AccessDenied"}, []string{"⚠️ Not planned against the account: reading the account ID"}},
+	} {
+		p.AWS = &c.aws
+		md := p.Markdown("test")
+		for _, want := range append(c.want, "#### AWS resources (spec.aws mode "+c.aws.Mode+")") {
+			if !strings.Contains(md, want) {
+				t.Errorf("%+v: comment lacks %q:\n%s", c.aws, want, md)
+			}
+		}
+	}
+}

@@ -47,6 +47,7 @@ func (r *Report) Markdown() string {
 	}
 	fmt.Fprintf(&b, "\n**%d %s, %s per hour (%s per month)**; %d pending %s.\n", r.Nodes, plural(r.Nodes, "node"),
 		money(r.PerHour), money(r.PerHour*catalog.HoursPerMonth), r.PendingPods, plural(r.PendingPods, "pod"))
+	r.awsMarkdown(&b)
 	for _, p := range r.Pools {
 		fmt.Fprintf(&b, "\n## NodePool %s\n\n", p.Name)
 		if p.Nodes == 0 {
@@ -81,6 +82,22 @@ func (r *Report) Markdown() string {
 		}
 	}
 	return b.String()
+}
+
+// awsMarkdown is the AWS section: what spec.aws found or did, with the changes as the plan
+// prints them.
+func (r *Report) awsMarkdown(b *strings.Builder) {
+	if r.AWS == nil {
+		return
+	}
+	fmt.Fprintf(b, "\n## AWS resources (spec.aws mode %s, revision `%s`)\n\n- AWSReady: %s", r.AWS.Mode, r.AWS.Revision, r.AWS.Ready)
+	if r.AWS.Message != "" {
+		fmt.Fprintf(b, " (%s)", r.AWS.Message)
+	}
+	b.WriteString("\n")
+	if len(r.AWS.Changes) > 0 {
+		fmt.Fprintf(b, "\n```\n%s\n```\n%s.\n", strings.Join(r.AWS.Changes, "\n"), r.AWS.Summary)
+	}
 }
 
 func headroom(p *PoolStatus) string {

@@ -48,6 +48,8 @@ type Report struct {
 	PerHour float64      `json:"perHour"`
 	// PendingPods are pods without a node, which the pools may have to serve.
 	PendingPods int `json:"pendingPods"`
+	// AWS is what spec.aws planned or applied in the account, when it is set.
+	AWS *AWSReport `json:"aws,omitempty"`
 
 	// pods are the pods counted: on the pools' nodes, and pending.
 	pods []corev1.Pod
@@ -78,6 +80,13 @@ type PoolStatus struct {
 	Blocked map[string]int `json:"blocked,omitempty"`
 }
 
+// AWSReport is status.aws with the AWSReady condition.
+type AWSReport struct {
+	v1alpha1.AWSStatus
+	Ready   string `json:"ready"` // the AWSReady condition's status
+	Message string `json:"message,omitempty"`
+}
+
 // Pair is cpu and memory as quantities, for the JSON file.
 type Pair struct {
 	CPU    string `json:"cpu,omitempty"`
@@ -100,6 +109,12 @@ func Build(in Input) *Report {
 		AttemptedRevision: ps.Status.LastAttemptedRevision, Ready: string(metav1.ConditionUnknown), Pools: []PoolStatus{}}
 	if c := meta(ps.Status.Conditions, "Ready"); c != nil {
 		r.Ready, r.Message = string(c.Status), c.Message
+	}
+	if ps.Status.AWS != nil {
+		r.AWS = &AWSReport{AWSStatus: *ps.Status.AWS, Ready: string(metav1.ConditionUnknown)}
+		if c := meta(ps.Status.Conditions, v1alpha1.AWSReadyCondition); c != nil {
+			r.AWS.Ready, r.AWS.Message = string(c.Status), c.Message
+		}
 	}
 	byPool := map[string]*PoolStatus{}
 	for i := range in.NodePools {

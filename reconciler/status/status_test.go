@@ -89,6 +89,37 @@ func TestReport(t *testing.T) {
 	}
 }
 
+// TestReportAWS: a PoolSync with spec.aws reports the plan, with its condition, in both files;
+// one without has no AWS section.
+func TestReportAWS(t *testing.T) {
+	if md := Build(input()).Markdown(); strings.Contains(md, "AWS") {
+		t.Errorf("a PoolSync without spec.aws has an AWS section:\n%s", md)
+	}
+	in := input()
+	in.PoolSync.Status.AWS = &v1alpha1.AWSStatus{Mode: v1alpha1.AWSModePlan, Revision: "main@sha1:abc",
+		Changes: []string{"+ IAM role KarpenterNodeRole-demo", "~ SQS queue demo"}, Summary: "1 to create, 1 to update, 0 to delete"}
+	in.PoolSync.Status.Conditions = append(in.PoolSync.Status.Conditions, metav1.Condition{Type: v1alpha1.AWSReadyCondition,
+		Status: metav1.ConditionFalse, Message: "1 to create, 1 to update, 0 to delete (status.aws lists them)"})
+	files := Files(in, Workload{})
+	md := string(files["pools/"+PageFile])
+	for _, want := range []string{"## AWS resources (spec.aws mode plan, revision `main@sha1:abc`)", "- AWSReady: False (1 to create",
+		"+ IAM role KarpenterNodeRole-demo\n~ SQS queue demo\n```\n1 to create, 1 to update, 0 to delete."} {
+		if !strings.Contains(md, want) {
+			t.Errorf("page lacks %q:\n%s", want, md)
+		}
+	}
+	var report struct {
+		AWS struct {
+			Mode    string   `json:"mode"`
+			Ready   string   `json:"ready"`
+			Changes []string `json:"changes"`
+		} `json:"aws"`
+	}
+	if err := json.Unmarshal(files["pools/"+ReportFile], &report); err != nil || report.AWS.Mode != "plan" || report.AWS.Ready != "False" || len(report.AWS.Changes) != 2 {
+		t.Errorf("status.json aws = %+v (%v)", report.AWS, err)
+	}
+}
+
 // TestSnapshotIsAWorkload: the snapshot is a workload `simulate` and `plan` read back with the
 // same pods (per owner and shape) and HPA, and it holds no image, environment or pod name.
 func TestSnapshotIsAWorkload(t *testing.T) {

@@ -124,6 +124,9 @@ const (
 	DeletionPolicyOrphan DeletionPolicy = "Orphan"
 )
 
+// AWSReadyCondition says whether the AWS account holds what spec.aws renders for the revision.
+const AWSReadyCondition = "AWSReady"
+
 // AWSMode says what karpool does with the AWS resources a set of pools needs.
 // +kubebuilder:validation:Enum=off;plan;apply
 type AWSMode string
@@ -137,7 +140,8 @@ const (
 	AWSModeApply AWSMode = "apply"
 )
 
-// AWSSpec identifies the account context the pools run in.
+// AWSSpec identifies the account context the pools run in and says what to do with the AWS
+// resources they need (the ones `karpool render --aws` renders).
 type AWSSpec struct {
 	// +kubebuilder:validation:Pattern=`^[a-z]{2}(-[a-z]+)+-[0-9]+$`
 	// +required
@@ -147,9 +151,33 @@ type AWSSpec struct {
 	// +kubebuilder:validation:MaxLength=100
 	// +required
 	ClusterName string `json:"clusterName"`
+	// Mode: plan (the default) reports the changes in status, events and reports without making
+	// them; apply makes them before the pools are applied; off does neither.
 	// +kubebuilder:default:=plan
 	// +optional
 	Mode AWSMode `json:"mode,omitempty"`
+	// AccountID is the account's 12-digit ID; default the account of the controller's
+	// credentials (STS GetCallerIdentity).
+	// +kubebuilder:validation:Pattern=`^[0-9]{12}$`
+	// +optional
+	AccountID string `json:"accountID,omitempty"`
+	// PodIdentity makes the controller role trust EKS Pod Identity; by default it trusts the
+	// controller's service account through IRSA, with the issuer EKS DescribeCluster reports.
+	// +optional
+	PodIdentity bool `json:"podIdentity,omitempty"`
+	// NodeRole is the default node role's name; default KarpenterNodeRole-<clusterName>.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	NodeRole string `json:"nodeRole,omitempty"`
+	// InterruptionQueue is the SQS queue's name; default the cluster name.
+	// +kubebuilder:validation:MaxLength=80
+	// +optional
+	InterruptionQueue string `json:"interruptionQueue,omitempty"`
+	// NodeAccess is how nodes join the cluster: an EKS access entry (the default) or an entry
+	// of the aws-auth ConfigMap, which is reported to add by hand.
+	// +kubebuilder:validation:Enum=access-entry;aws-auth
+	// +optional
+	NodeAccess string `json:"nodeAccess,omitempty"`
 }
 
 // ReportSpec configures feedback in Git.
@@ -223,6 +251,25 @@ type PoolSyncStatus struct {
 	// Inventory lists the objects applied from LastAppliedRevision; prune works from it.
 	// +optional
 	Inventory *Inventory `json:"inventory,omitempty"`
+
+	// AWS is the outcome of the last plan or apply of the AWS resources (spec.aws).
+	// +optional
+	AWS *AWSStatus `json:"aws,omitempty"`
+}
+
+// AWSStatus is what the last reconciliation found in, or did to, the AWS account.
+type AWSStatus struct {
+	// Mode is the spec.aws.mode the outcome belongs to.
+	Mode AWSMode `json:"mode"`
+	// Revision is the revision whose EC2NodeClasses the resources were rendered from.
+	Revision string `json:"revision"`
+	// Changes are, in plan mode, what apply would do and, in apply mode, what the last
+	// reconciliation did, one line each as `karpool render --aws --format plan` prints them
+	// ("+ IAM role KarpenterNodeRole-demo"); at most 50, Summary counts them all.
+	// +optional
+	Changes []string `json:"changes,omitempty"`
+	// Summary counts the changes, e.g. "2 to create, 1 to update, 0 to delete".
+	Summary string `json:"summary"`
 }
 
 // Inventory is the set of objects a PoolSync owns.

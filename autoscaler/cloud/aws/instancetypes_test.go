@@ -3,6 +3,7 @@ package aws_test
 import (
 	"context"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -182,6 +183,16 @@ func TestInstanceTypesDiscoveredFromAWS(t *testing.T) {
 			AssumeRolePolicyDocument: aws.String(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}`)})
 		return err
 	})
+	// A launch never writes IAM: before the class controller recorded the profile, it fails.
+	if _, err := p.Create(ctx, workshopClaim("default-noprofile"), class); err == nil || !strings.Contains(err.Error(), "not recorded yet") ||
+		len(calls(srv, "CreateInstanceProfile")) != 0 {
+		t.Fatalf("a launch before the profile was recorded: %v, %d CreateInstanceProfile calls", err, len(calls(srv, "CreateInstanceProfile")))
+	}
+	profile, err := p.EnsureInstanceProfile(ctx, class) // what the class controller records
+	if err != nil {
+		t.Fatal(err)
+	}
+	class.Status.InstanceProfile = profile
 	claim := workshopClaim("default-spotdisc")
 	claim.Spec.Requirements[1].Values = []string{"spot"}
 	if _, err := p.Create(ctx, claim, class); err != nil {

@@ -126,16 +126,15 @@ func (p *Provider) resolveNow(ctx context.Context, nc *awsv1.EC2NodeClass, k8sVe
 	for _, s := range r.subnets {
 		r.opts.Zones = append(r.opts.Zones, s.Zone)
 	}
+	// The class controller is the one writer of instance profiles; a launch only reads the one
+	// it recorded (the class is Ready, so it has).
 	switch {
 	case nc.Spec.InstanceProfile != nil && *nc.Spec.InstanceProfile != "":
 		r.profile = *nc.Spec.InstanceProfile
 	case nc.Spec.Role != "" && nc.Status.InstanceProfile == p.InstanceProfileName(nc.Name):
 		r.profile = nc.Status.InstanceProfile
 	default:
-		// The class status controller has not recorded the profile for this spec yet.
-		if r.profile, err = p.EnsureInstanceProfile(ctx, nc); err != nil {
-			return nil, err
-		}
+		return nil, fmt.Errorf("EC2NodeClass %s: its instance profile for role %q is not recorded yet (status.instanceProfile); the class controller creates it", nc.Name, nc.Spec.Role)
 	}
 	return r, nil
 }

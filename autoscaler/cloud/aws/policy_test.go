@@ -108,10 +108,13 @@ func TestProviderStaysWithinTheControllerPolicy(t *testing.T) {
 	}
 	c0.Status.InstanceProfile = profile
 
-	// Launches of every family (the other classes resolve their profile on first launch),
-	// on-demand and spot.
+	// Launches of every family, on-demand and spot, each class with the profile its class
+	// controller recorded (a launch only reads it).
 	var launched []*karpv1.NodeClaim
 	for i, class := range classes {
+		if class.Status.InstanceProfile, err = p.EnsureInstanceProfile(ctx, class); err != nil {
+			t.Fatal(err)
+		}
 		got, err := p.Create(ctx, workshopClaim("default-pol0"+string(rune('a'+i))), class)
 		if err != nil {
 			t.Fatalf("%s: %v", class.Name, err)

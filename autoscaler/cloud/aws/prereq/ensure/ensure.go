@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/aws/smithy-go"
 
 	"github.com/karpool/karpool/autoscaler/cloud/aws/prereq"
@@ -31,13 +32,14 @@ type Clients struct {
 	Events *eventbridge.Client
 	EKS    *eks.Client
 	EC2    *ec2.Client
+	STS    *sts.Client
 }
 
 // NewClients makes the clients of one configuration (the SDK's standard retryer backs off on
 // throttling).
 func NewClients(cfg aws.Config) Clients {
 	return Clients{IAM: iam.NewFromConfig(cfg), SQS: sqs.NewFromConfig(cfg), Events: eventbridge.NewFromConfig(cfg),
-		EKS: eks.NewFromConfig(cfg), EC2: ec2.NewFromConfig(cfg)}
+		EKS: eks.NewFromConfig(cfg), EC2: ec2.NewFromConfig(cfg), STS: sts.NewFromConfig(cfg)}
 }
 
 // Op is what a Change does.
@@ -62,14 +64,26 @@ type Change struct {
 	Fields []string // what differs, for updates
 }
 
-// Run compares the account with r and, unless planOnly, makes the changes. It returns the
+// Options say how Run works.
+type Options struct {
+	// PlanOnly reads and reports the changes without making any.
+	PlanOnly bool
+	// KeepInstanceProfiles leaves the cluster's instance profiles of classes missing from the
+	// resources alone. PoolSync sets it: in a cluster, the EC2NodeClass controller deletes a
+	// class's profile with the class, and a class applied from elsewhere is not in the revision.
+	KeepInstanceProfiles bool
+}
+
+// Run compares the account with r and, unless opts.PlanOnly, makes the changes. It returns the
 // changes (made, or to make) up to the first error.
-func Run(ctx context.Context, c Clients, r *prereq.Resources, planOnly bool) ([]Change, error) {
-	e := &ensurer{c: c, r: r, s: r.Settings, dry: planOnly}
+func Run(ctx context.Context, c Clients, r *prereq.Resources, opts Options) ([]Change, error) {
+	e := &ensurer{c: c, r: r, s: r.Settings, dry: opts.PlanOnly}
 	steps := []func(context.Context) error{
 		e.nodeRoles, e.instanceProfiles, e.controllerPolicy, e.controllerRole, e.queue, e.rules,
-		e.discoveryTags, e.nodeAccess, e.serviceLinkedRoles, e.podIdentity,
-		e.pruneRules, e.pruneInstanceProfiles,
+		e.discoveryTags, e.nodeAccess, e.serviceLinkedRoles, e.podIdentity, e.pruneRules,
+	}
+	if !opts.KeepInstanceProfiles {
+		steps = append(steps, e.pruneInstanceProfiles)
 	}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
@@ -82,27 +96,38 @@ func Run(ctx context.Context, c Clients, r *prereq.Resources, planOnly bool) ([]
 // Text is the plan as people read it: one line per change, its fields below, and a count.
 func Text(changes []Change) string {
 	var b strings.Builder
-	n := map[Op]int{}
 	for _, ch := range changes {
 		fmt.Fprintf(&b, "%s %s %s\n", ch.Op, ch.Kind, ch.Name)
 		for _, f := range ch.Fields {
 			fmt.Fprintf(&b, "    %s\n", f)
 		}
-		n[ch.Op]++
 	}
 	if len(changes) == 0 {
 		b.WriteString("The account holds every prerequisite: nothing to change.\n")
 		return b.String()
 	}
-	fmt.Fprintf(&b, "\n%d to create, %d to update, %d to delete", n[Create], n[Update], n[Delete])
+	fmt.Fprintf(&b, "\n%s.\n", Summary(changes))
+	return b.String()
+}
+
+// Summary counts the changes by operation: "2 to create, 1 to update, 0 to delete", and the
+// resources left alone or to handle by hand when there are any.
+func Summary(changes []Change) string {
+	if len(changes) == 0 {
+		return "nothing to change"
+	}
+	n := map[Op]int{}
+	for _, ch := range changes {
+		n[ch.Op]++
+	}
+	s := fmt.Sprintf("%d to create, %d to update, %d to delete", n[Create], n[Update], n[Delete])
 	if n[Keep] > 0 {
-		fmt.Fprintf(&b, ", %d not karpool's (left as they are)", n[Keep])
+		s += fmt.Sprintf(", %d not karpool's (left as they are)", n[Keep])
 	}
 	if n[Manual] > 0 {
-		fmt.Fprintf(&b, ", %d to do by hand", n[Manual])
+		s += fmt.Sprintf(", %d to do by hand", n[Manual])
 	}
-	b.WriteString(".\n")
-	return b.String()
+	return s
 }
 
 type ensurer struct {

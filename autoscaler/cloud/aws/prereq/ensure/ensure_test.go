@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -64,10 +65,10 @@ func (f *fixture) run(classes []awsv1.EC2NodeClass, planOnly bool) ([]Change, []
 		f.t.Fatal(err)
 	}
 	before := len(f.srv.Calls())
-	changes, err := Run(f.ctx, f.c, r, planOnly)
+	changes, err := Run(f.ctx, f.c, r, Options{PlanOnly: planOnly})
 	var mutations []string
 	for _, c := range f.srv.Calls()[before:] {
-		if !strings.HasPrefix(c.Action, "Get") && !strings.HasPrefix(c.Action, "List") && !strings.HasPrefix(c.Action, "Describe") {
+		if c.Mutating() {
 			mutations = append(mutations, c.Service+":"+c.Action)
 		}
 	}
@@ -131,8 +132,17 @@ func TestApplyFromAnEmptyAccount(t *testing.T) {
 		t.Errorf("after an issuer change: %s, mutating calls %v", Text(changes), mutations)
 	}
 
-	// The class that named GPUNodeRole leaves: its instance profile goes, and the controller
-	// may no longer pass that role.
+	// The class that named GPUNodeRole leaves. PoolSync keeps its instance profile (the class
+	// controller deletes it with the class) ...
+	r, err := prereq.Render(f.s, classes[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := Run(f.ctx, f.c, r, Options{PlanOnly: true, KeepInstanceProfiles: true})
+	if err != nil || len(kept) != 1 || kept[0].Name != "KarpenterControllerPolicy-demo" {
+		t.Errorf("keeping instance profiles: %v %s", err, Text(kept))
+	}
+	// ... apply --aws deletes it, and the controller may no longer pass that role.
 	changes, _ = f.apply(classes[:1])
 	if len(changes) != 2 || changes[0].Name != "KarpenterControllerPolicy-demo" || changes[1].Op != Delete || changes[1].Name != prereq.InstanceProfileName("demo", f.s.Region, "gpu") {
 		t.Errorf("after removing a class: %s", Text(changes))
@@ -179,5 +189,29 @@ func TestInterruptedApplyIsCompletedByTheNext(t *testing.T) {
 	}
 	if changes, _ := f.apply(nil); len(changes) != 0 {
 		t.Errorf("third apply: %s", Text(changes))
+	}
+}
+
+// Discover reads the account and the cluster's issuer, keeps what was given, and names a
+// cluster it cannot find.
+func TestDiscover(t *testing.T) {
+	f := newFixture(t)
+	cluster, err := eks.NewFromConfig(f.srv.AWSConfig()).DescribeCluster(f.ctx, &eks.DescribeClusterInput{Name: aws.String("demo")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Discover(f.ctx, f.c, prereq.Settings{ClusterName: "demo", Region: f.srv.Region()})
+	if err != nil || s.AccountID != f.srv.AccountID() || s.OIDCIssuer != aws.ToString(cluster.Cluster.Identity.Oidc.Issuer) {
+		t.Fatalf("Discover = %+v, %v; want account %s and issuer %s", s, err, f.srv.AccountID(), aws.ToString(cluster.Cluster.Identity.Oidc.Issuer))
+	}
+	given := prereq.Settings{ClusterName: "demo", AccountID: "444455556666", OIDCIssuer: "https://issuer.example"}
+	if s, err := Discover(f.ctx, f.c, given); err != nil || s.AccountID != given.AccountID || s.OIDCIssuer != given.OIDCIssuer {
+		t.Errorf("Discover(given) = %+v, %v: want the given values kept", s, err)
+	}
+	if s, err := Discover(f.ctx, f.c, prereq.Settings{ClusterName: "elsewhere", PodIdentity: true}); err != nil || s.OIDCIssuer != "" {
+		t.Errorf("with Pod Identity no issuer is read: %+v, %v", s, err)
+	}
+	if _, err := Discover(f.ctx, f.c, prereq.Settings{ClusterName: "elsewhere"}); err == nil || !strings.Contains(err.Error(), "cluster elsewhere") {
+		t.Errorf("an unknown cluster: %v, want an error naming it", err)
 	}
 }
