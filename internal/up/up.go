@@ -1,8 +1,9 @@
 // Package up runs karpool's whole loop on one machine: a local Kubernetes control plane (etcd,
 // kube-apiserver, kube-controller-manager, kube-scheduler, kwok), the AWS simulator with node
 // bootstrap, a git server whose repository is seeded with an example's pools, a PoolSync pointing
-// at it, the example's workload applied outside Git, and the karpool controller, all stopped again
-// (by PID) when the context ends.
+// at it (which also applies the pools' AWS prerequisites to the simulator), the example's
+// workload applied outside Git, and the karpool controller consuming the interruption queue, all
+// stopped again (by PID) when the context ends.
 package up
 
 import (
@@ -19,8 +20,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/iam"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
@@ -108,9 +107,6 @@ func Run(ctx context.Context, opts Options) (err error) {
 		return err
 	}
 	defer sim.Close()
-	if err := createNodeRole(ctx, sim.AWSConfig()); err != nil {
-		return err
-	}
 	remote, stopGit, err := serveRepository(ctx, filepath.Join(dir, "git"), opts.Example, ex.pools)
 	if err != nil {
 		return err
@@ -129,6 +125,9 @@ func Run(ctx context.Context, opts Options) (err error) {
 		Spec: v1alpha1.PoolSyncSpec{
 			URL: remote, Interval: metav1.Duration{Duration: opts.Interval}, Prune: true,
 			Ref: &v1alpha1.GitRef{Branch: "main"},
+			// The AWS prerequisites (node role, instance profiles, controller role and policy,
+			// interruption queue and rules) are made in the simulator as in an account.
+			AWS: &v1alpha1.AWSSpec{Region: sim.Region(), ClusterName: ClusterName, Mode: v1alpha1.AWSModeApply},
 		},
 	}
 	if err := c.Create(ctx, ps); err != nil {
@@ -150,7 +149,9 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 	cfg := operator.Config{
 		Kube: env.Config, AWS: sim.AWSConfig(), ClusterName: ClusterName,
-		MetricsAddr: metricsAddr, ProbeAddr: probeAddr,
+		// The queue PoolSync creates: the rules it creates send the instances' events there.
+		InterruptionQueue: ClusterName,
+		MetricsAddr:       metricsAddr, ProbeAddr: probeAddr,
 		Log: operator.NewJSONLogger(logFile, false),
 	}
 	return operator.Run(ctx, cfg, func(r operator.Ready) {
@@ -205,19 +206,6 @@ func ensureTools(ctx context.Context, binDir string, out io.Writer) error {
 	}
 	_, err = localenv.CheckBinaries(binDir)
 	return err
-}
-
-// createNodeRole creates the node role the examples' EC2NodeClasses name, as a cluster's AWS
-// prerequisites would; karpool creates the instance profile from it.
-func createNodeRole(ctx context.Context, cfg aws.Config) error {
-	_, err := iam.NewFromConfig(cfg).CreateRole(ctx, &iam.CreateRoleInput{
-		RoleName:                 aws.String("KarpenterNodeRole-" + ClusterName),
-		AssumeRolePolicyDocument: aws.String(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}`),
-	})
-	if err != nil {
-		return fmt.Errorf("creating the node role in the simulator: %w", err)
-	}
-	return nil
 }
 
 // serveRepository creates root/pools.git with one commit holding files (the example's pools),

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -82,8 +83,8 @@ func TestUp(t *testing.T) {
 		}
 	})
 
-	var kubeconfig, remote string
-	for kubeconfig == "" || remote == "" {
+	var kubeconfig, remote, simAdmin string
+	for kubeconfig == "" || remote == "" || simAdmin == "" {
 		select {
 		case line, ok := <-lines:
 			if !ok {
@@ -95,6 +96,10 @@ func TestUp(t *testing.T) {
 			}
 			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "git remote:"); ok {
 				remote = strings.TrimPrefix(strings.TrimSpace(v), "git clone ")
+			}
+			if _, v, ok := strings.Cut(line, "AWS simulator: "); ok {
+				_, state, _ := strings.Cut(v, "(state: ")
+				simAdmin = strings.TrimSuffix(state, "state)")
 			}
 		case <-ctx.Done():
 			t.Fatalf("karpool up not ready in time:\n%s", transcript.String())
@@ -129,6 +134,10 @@ func TestUp(t *testing.T) {
 		}
 		return nil
 	})
+	// The AWS prerequisites went to the simulator through the PoolSync, before the pools.
+	if c := meta.FindStatusCondition(ps.Status.Conditions, v1alpha1.AWSReadyCondition); c == nil || c.Status != metav1.ConditionTrue || ps.Status.AWS == nil || ps.Status.AWS.Mode != v1alpha1.AWSModeApply {
+		t.Fatalf("PoolSync AWSReady %+v, status.aws %+v: want the prerequisites applied", c, ps.Status.AWS)
+	}
 	if n := len(ps.Status.Inventory.Entries); n != 2 {
 		t.Fatalf("PoolSync inventory %+v, want the EC2NodeClass and the NodePool", ps.Status.Inventory)
 	}
@@ -190,6 +199,35 @@ func TestUp(t *testing.T) {
 		return nil
 	})
 	holdScale(t, ctx, c, node, 2*time.Minute)
+
+	// AWS schedules the node's instance for retirement: the rule PoolSync created sends the event
+	// to the queue PoolSync created, which the controller consumes, and the node is disrupted.
+	n := &corev1.Node{}
+	if err := c.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+		t.Fatal(err)
+	}
+	instance := n.Spec.ProviderID[strings.LastIndex(n.Spec.ProviderID, "/")+1:]
+	body := fmt.Sprintf(`{"instanceId":%q,"eventTypeCode":"AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED"}`, instance)
+	resp, err := http.Post(simAdmin+"scheduled-change", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST %sscheduled-change: %s", simAdmin, resp.Status)
+	}
+	eventually(t, ctx, "the retiring node's NodeClaim deleted", time.Minute, func() error {
+		var claims karpv1.NodeClaimList
+		if err := c.List(ctx, &claims); err != nil {
+			return err
+		}
+		for _, nc := range claims.Items {
+			if nc.Status.NodeName == node && nc.DeletionTimestamp == nil {
+				return fmt.Errorf("NodeClaim %s of node %s is not being deleted", nc.Name, node)
+			}
+		}
+		return nil
+	})
 
 	// Ctrl-C: everything stops and nothing started under dir survives.
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {

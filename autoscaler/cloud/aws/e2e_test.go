@@ -61,7 +61,13 @@ func TestLaunchedNodesJoinE2E(t *testing.T) {
 			claim.Labels["example.com/team"] = "blue"
 			claim.Spec.Taints = []karpv1.Taint{{Key: "example.com/dedicated", Value: "batch", Effect: corev1.TaintEffectNoSchedule}}
 			claim.Spec.StartupTaints = []karpv1.Taint{{Key: "example.com/warming", Effect: corev1.TaintEffectNoExecute}}
-			got, err := p.Create(ctx, claim, roleClass(tc.family, tc.alias))
+			class := roleClass(tc.family, tc.alias)
+			profile, err := p.EnsureInstanceProfile(ctx, class) // what the class controller records
+			if err != nil {
+				t.Fatal(err)
+			}
+			class.Status.InstanceProfile = profile
+			got, err := p.Create(ctx, claim, class)
 			if err != nil {
 				t.Fatal(err)
 			}

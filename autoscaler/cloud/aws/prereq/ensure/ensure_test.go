@@ -2,6 +2,9 @@ package ensure
 
 import (
 	"context"
+	"flag"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -214,4 +217,52 @@ func TestDiscover(t *testing.T) {
 	if _, err := Discover(f.ctx, f.c, prereq.Settings{ClusterName: "elsewhere"}); err == nil || !strings.Contains(err.Error(), "cluster elsewhere") {
 		t.Errorf("an unknown cluster: %v, want an error naming it", err)
 	}
+}
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// goldenText compares a plan's text with testdata/name.txt (go test -update rewrites it).
+func goldenText(t *testing.T, name string, changes []Change) {
+	t.Helper()
+	got := Text(changes)
+	file := filepath.Join("testdata", name+".txt")
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v (go test ./autoscaler/cloud/aws/prereq/ensure -update writes it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from the golden file; got:\n%s", file, got)
+	}
+}
+
+// TestPlanGolden: the plan people read, from an empty account and after changes on both sides
+// (a class gone, a new issuer, a queue attribute edited by hand).
+func TestPlanGolden(t *testing.T) {
+	f := newFixture(t)
+	classes := []awsv1.EC2NodeClass{nodeClass("default", "KarpenterNodeRole-demo"), nodeClass("gpu", "GPUNodeRole")}
+	plan, _, err := f.run(classes, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	goldenText(t, "plan-empty-account", plan)
+
+	f.apply(classes)
+	url := aws.String("https://sqs.us-east-1.amazonaws.com/111122223333/demo")
+	if _, err := f.c.SQS.SetQueueAttributes(f.ctx, &sqs.SetQueueAttributesInput{QueueUrl: url, Attributes: map[string]string{"MessageRetentionPeriod": "600"}}); err != nil {
+		t.Fatal(err)
+	}
+	f.s.OIDCIssuer = "https://oidc.eks.us-east-1.amazonaws.com/id/TWO"
+	drift, _, err := f.run(classes[:1], true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	goldenText(t, "plan-changes", drift)
 }

@@ -53,11 +53,8 @@ func (e *ensurer) role(ctx context.Context, want prereq.Role) error {
 	if err != nil {
 		return failed("reading IAM role "+want.Name, err)
 	}
-	var diffs []string
-	trustChanged := documentDiffers(aws.ToString(out.Role.AssumeRolePolicyDocument), want.Trust)
-	if trustChanged {
-		diffs = append(diffs, "trust policy")
-	}
+	diffs := documentDiff("trust policy: ", aws.ToString(out.Role.AssumeRolePolicyDocument), want.Trust)
+	trustChanged := len(diffs) > 0
 	attached, err := e.attached(ctx, want.Name)
 	if err != nil {
 		return err
@@ -134,14 +131,15 @@ func (e *ensurer) controllerPolicy(ctx context.Context) error {
 	if err != nil {
 		return failed("reading the document of IAM policy "+want.Name, err)
 	}
-	if !documentDiffers(aws.ToString(v.PolicyVersion.Document), want.Document) {
+	diffs := documentDiff("", aws.ToString(v.PolicyVersion.Document), want.Document)
+	if len(diffs) == 0 {
 		return nil
 	}
 	if !e.owned(tagMap(out.Policy.Tags)) {
-		e.notOwned(kindPolicy, want.Name, []string{"policy document"})
+		e.notOwned(kindPolicy, want.Name, diffs)
 		return nil
 	}
-	if !e.change(Update, kindPolicy, want.Name, "policy document (a new default version)") {
+	if !e.change(Update, kindPolicy, want.Name, append([]string{"a new default version of the document:"}, diffs...)...) {
 		return nil
 	}
 	if err := e.makeRoomForVersion(ctx, arn); err != nil {
@@ -301,15 +299,29 @@ func (e *ensurer) serviceLinkedRoles(ctx context.Context) error {
 	return nil
 }
 
-// documentDiffers compares a policy document as IAM returns it (URL-encoded) with the desired
-// one; a document karpool cannot read differs.
-func documentDiffers(encoded string, want iampolicy.Document) bool {
+// documentDiff compares a policy document as IAM returns it (URL-encoded) with the desired one:
+// nothing when they are equal, else what differs, each line prefixed; a document karpool cannot
+// read differs as a whole.
+func documentDiff(prefix, encoded string, want iampolicy.Document) []string {
 	text, err := url.QueryUnescape(encoded)
 	if err != nil {
 		text = encoded
 	}
 	have, err := iampolicy.Parse(text)
-	return err != nil || !iampolicy.Equal(have, want)
+	switch {
+	case err != nil:
+		return []string{prefix + "replaced (the current one does not parse: " + err.Error() + ")"}
+	case iampolicy.Equal(have, want):
+		return nil
+	}
+	lines := iampolicy.Diff(have, want)
+	if len(lines) == 0 {
+		lines = []string{"Version " + have.Version + " → " + want.Version}
+	}
+	for i := range lines {
+		lines[i] = prefix + lines[i]
+	}
+	return lines
 }
 
 func iamTags(m map[string]string) []iamtypes.Tag {
