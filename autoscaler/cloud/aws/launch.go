@@ -25,6 +25,7 @@ import (
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/cloud"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/userdata"
 )
 
 // Tag keys karpool puts on what it launches.
@@ -440,16 +441,16 @@ func launchTemplateData(claim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass, r *reso
 	for _, t := range append(slices.Clone(claim.Spec.Taints), claim.Spec.StartupTaints...) {
 		taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
 	}
-	b := bootstrap{ClusterName: facts.ClusterName, Endpoint: facts.ClusterEndpoint, CA: facts.ClusterCA,
+	b := userdata.Bootstrap{ClusterName: facts.ClusterName, Endpoint: facts.ClusterEndpoint, CA: facts.ClusterCA,
 		CIDR: facts.ClusterCIDR, Labels: labels, Taints: taints, Kubelet: nc.Spec.Kubelet, MaxPods: maxPods, Custom: aws.ToString(nc.Spec.UserData)}
 	if r.opts.AMIFamily == catalog.AMIFamilyAL2 || r.opts.AMIFamily == catalog.AMIFamilyBottlerocket {
-		dns, err := clusterDNS(nc.Spec.Kubelet, facts.ClusterCIDR)
+		dns, err := userdata.ClusterDNS(nc.Spec.Kubelet, facts.ClusterCIDR)
 		if err != nil {
 			return nil, fmt.Errorf("EC2NodeClass %s: %w", nc.Name, err)
 		}
 		b.DNSIP = dns
 	}
-	ud, err := userData(r.opts.AMIFamily, b)
+	ud, err := userdata.Render(r.opts.AMIFamily, b)
 	if err != nil {
 		return nil, fmt.Errorf("EC2NodeClass %s: %w", nc.Name, err)
 	}

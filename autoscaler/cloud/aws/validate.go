@@ -5,6 +5,7 @@ import (
 
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/autoscaler/catalog"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/userdata"
 )
 
 // ValidateClass checks what karpool can tell about a class without asking AWS: its AMI family
@@ -19,9 +20,9 @@ func (p *Provider) ValidateClass(nc *awsv1.EC2NodeClass) error {
 		return invalidf("%v", err)
 	}
 	// Placeholder cluster facts: only the class's own inputs can make rendering fail.
-	b := bootstrap{ClusterName: p.opts.ClusterName, Endpoint: "https://cluster.invalid", CIDR: "10.100.0.0/16", DNSIP: "10.100.0.10",
+	b := userdata.Bootstrap{ClusterName: p.opts.ClusterName, Endpoint: "https://cluster.invalid", CIDR: "10.100.0.0/16", DNSIP: "10.100.0.10",
 		MaxPods: 110, Kubelet: nc.Spec.Kubelet, Custom: aws.ToString(nc.Spec.UserData)}
-	if _, err := userData(opts.AMIFamily, b); err != nil {
+	if _, err := userdata.Render(opts.AMIFamily, b); err != nil {
 		return invalidf("EC2NodeClass %s: %v", nc.Name, err)
 	}
 	return nil

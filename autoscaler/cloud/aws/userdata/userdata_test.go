@@ -1,4 +1,4 @@
-package aws
+package userdata
 
 import (
 	"slices"
@@ -12,7 +12,7 @@ import (
 )
 
 func TestAL2023UserDataMergesCustomParts(t *testing.T) {
-	base := bootstrap{ClusterName: "c1", Endpoint: "https://api", CA: "Q0E=", CIDR: "10.0.0.0/16",
+	base := Bootstrap{ClusterName: "c1", Endpoint: "https://api", CA: "Q0E=", CIDR: "10.0.0.0/16",
 		Labels: map[string]string{"b": "2", "a": "1"}, Taints: []corev1.Taint{{Key: "k", Value: "v", Effect: corev1.TaintEffectNoSchedule}}}
 	mimeDoc := "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"XX\"\n\n--XX\nContent-Type: text/x-shellscript\n\n#!/bin/bash\necho custom\n--XX--\n"
 	for name, tc := range map[string]struct{ custom, want string }{
@@ -49,20 +49,9 @@ func TestAL2023UserDataMergesCustomParts(t *testing.T) {
 	}
 }
 
-func TestKubeletLabel(t *testing.T) {
-	for key, want := range map[string]bool{
-		"team": true, "karpenter.sh/nodepool": true, "node.kubernetes.io/role": true, "example.kubelet.kubernetes.io/x": true,
-		"kubernetes.io/hostname": false, "topology.kubernetes.io/zone": false, "k8s.io/x": false, "node-role.kubernetes.io/worker": false,
-	} {
-		if got := kubeletLabel(key); got != want {
-			t.Errorf("kubeletLabel(%q) = %v, want %v", key, got, want)
-		}
-	}
-}
-
 func TestAL2UserData(t *testing.T) {
 	maxPods, gcHigh := int32(50), int32(85)
-	b := bootstrap{ClusterName: "c1", Endpoint: "https://api.example", CA: "Q0E=", DNSIP: "10.100.0.10", MaxPods: 29,
+	b := Bootstrap{ClusterName: "c1", Endpoint: "https://api.example", CA: "Q0E=", DNSIP: "10.100.0.10", MaxPods: 29,
 		Labels: map[string]string{"team": "blue", "karpenter.sh/nodepool": "default"},
 		Taints: []corev1.Taint{{Key: "karpenter.sh/unregistered", Effect: corev1.TaintEffectNoExecute}, {Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}},
 		Custom: "#!/bin/bash\necho custom\n"}
@@ -95,7 +84,7 @@ func TestAL2UserData(t *testing.T) {
 }
 
 func TestBottlerocketUserDataMergesCustomTOML(t *testing.T) {
-	b := bootstrap{ClusterName: "c1", Endpoint: "https://api.example", CA: "Q0E=", DNSIP: "10.100.0.10", MaxPods: 29,
+	b := Bootstrap{ClusterName: "c1", Endpoint: "https://api.example", CA: "Q0E=", DNSIP: "10.100.0.10", MaxPods: 29,
 		Labels:  map[string]string{"team": "blue"},
 		Taints:  []corev1.Taint{{Key: "karpenter.sh/unregistered", Effect: corev1.TaintEffectNoExecute}, {Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}},
 		Kubelet: &awsv1.KubeletConfiguration{KubeReserved: map[string]awsv1.ReservedQuantity{"cpu": "100m"}},
@@ -147,35 +136,14 @@ func TestBottlerocketUserDataMergesCustomTOML(t *testing.T) {
 
 func TestClusterDNS(t *testing.T) {
 	for cidr, want := range map[string]string{"10.100.0.0/16": "10.100.0.10", "172.20.0.0/16": "172.20.0.10", "10.96.0.0/24": "10.96.0.10", "fd00:10:96::/108": "fd00:10:96::a"} {
-		if got, err := clusterDNS(nil, cidr); err != nil || got != want {
-			t.Errorf("clusterDNS(%s) = %q, %v; want %s", cidr, got, err, want)
+		if got, err := ClusterDNS(nil, cidr); err != nil || got != want {
+			t.Errorf("ClusterDNS(%s) = %q, %v; want %s", cidr, got, err, want)
 		}
 	}
-	if got, _ := clusterDNS(&awsv1.KubeletConfiguration{ClusterDNS: []string{"169.254.20.10"}}, "10.100.0.0/16"); got != "169.254.20.10" {
+	if got, _ := ClusterDNS(&awsv1.KubeletConfiguration{ClusterDNS: []string{"169.254.20.10"}}, "10.100.0.0/16"); got != "169.254.20.10" {
 		t.Errorf("the class's clusterDNS should win, got %s", got)
 	}
-	if _, err := clusterDNS(nil, "nope"); err == nil || !strings.Contains(err.Error(), "spec.kubelet.clusterDNS") {
+	if _, err := ClusterDNS(nil, "nope"); err == nil || !strings.Contains(err.Error(), "spec.kubelet.clusterDNS") {
 		t.Errorf("bad CIDR: got %v", err)
-	}
-}
-
-func TestAliasParameters(t *testing.T) {
-	for alias, want := range map[string][]string{
-		"al2023@latest": {"/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/x86_64/standard/recommended/image_id",
-			"/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/arm64/standard/recommended/image_id"},
-		"al2@latest": {"/aws/service/eks/optimized-ami/1.32/amazon-linux-2/recommended/image_id",
-			"/aws/service/eks/optimized-ami/1.32/amazon-linux-2-arm64/recommended/image_id"},
-		"al2@v20261001": {"/aws/service/eks/optimized-ami/1.32/amazon-linux-2/amazon-eks-node-1.32-v20261001/image_id",
-			"/aws/service/eks/optimized-ami/1.32/amazon-linux-2-arm64/amazon-eks-arm64-node-1.32-v20261001/image_id"},
-		"bottlerocket@latest":  {"/aws/service/bottlerocket/aws-k8s-1.32/x86_64/latest/image_id", "/aws/service/bottlerocket/aws-k8s-1.32/arm64/latest/image_id"},
-		"bottlerocket@v1.49.0": {"/aws/service/bottlerocket/aws-k8s-1.32/x86_64/1.49.0/image_id", "/aws/service/bottlerocket/aws-k8s-1.32/arm64/1.49.0/image_id"},
-	} {
-		got, err := aliasParameters(alias, "1.32")
-		if err != nil || !slices.Equal(got, want) {
-			t.Errorf("%s: %v %v, want %v", alias, got, err, want)
-		}
-	}
-	if _, err := aliasParameters("windows2022@latest", "1.32"); err == nil || !strings.Contains(err.Error(), "Windows is not supported") {
-		t.Errorf("windows alias: got %v", err)
 	}
 }

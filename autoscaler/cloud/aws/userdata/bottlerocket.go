@@ -1,4 +1,4 @@
-package aws
+package userdata
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 // bottlerocketUserData renders Bottlerocket user data: the TOML of spec.userData with karpool's
 // settings.kubernetes merged in. karpool's settings (cluster, labels, taints, pod limit, kubelet
 // reservations) win over the same keys in the custom TOML; everything else in it is kept.
-func bottlerocketUserData(b bootstrap) ([]byte, error) {
+func bottlerocketUserData(b Bootstrap) ([]byte, error) {
 	doc := map[string]any{}
 	if strings.TrimSpace(b.Custom) != "" {
 		if err := toml.Unmarshal([]byte(b.Custom), &doc); err != nil {

@@ -1,4 +1,4 @@
-package aws
+package userdata
 
 import (
 	"fmt"
@@ -14,7 +14,7 @@ import (
 // /etc/eks/bootstrap.sh. cloud-init runs the parts in order, so custom scripts run before the
 // kubelet starts. --use-max-pods false stops bootstrap.sh from computing its own pod limit, so
 // the kubelet gets the instance type's pod capacity that karpool scheduled against.
-func al2UserData(b bootstrap) ([]byte, error) {
+func al2UserData(b Bootstrap) ([]byte, error) {
 	parts, err := customParts(b.Custom)
 	if err != nil {
 		return nil, err
@@ -38,7 +38,7 @@ func al2UserData(b bootstrap) ([]byte, error) {
 
 // al2KubeletArgs are the kubelet flags for bootstrap.sh's --kubelet-extra-args: labels, taints,
 // the pod limit and the class's kubelet settings, in a fixed order.
-func al2KubeletArgs(b bootstrap) []string {
+func al2KubeletArgs(b Bootstrap) []string {
 	var args []string
 	if len(b.Labels) > 0 {
 		args = append(args, "--node-labels="+labelList(b.Labels))

@@ -1,4 +1,7 @@
-package aws
+// Package userdata renders the user data that makes an EC2 instance join the cluster as a
+// node, for each AMI family: nodeadm NodeConfig in MIME for AL2023, bootstrap.sh for AL2,
+// settings TOML for Bottlerocket, the class's own user data for Custom. It is pure.
+package userdata
 
 import (
 	"bytes"
@@ -24,8 +27,8 @@ import (
 // launch template hash).
 const mimeBoundary = "//"
 
-// bootstrap is what a node needs to join the cluster, in AMI-family-neutral form.
-type bootstrap struct {
+// Bootstrap is what a node needs to join the cluster, in AMI-family-neutral form.
+type Bootstrap struct {
 	ClusterName, Endpoint, CA, CIDR string
 	// DNSIP is the cluster DNS address (AL2 and Bottlerocket need it; nodeadm derives it from
 	// CIDR).
@@ -40,9 +43,9 @@ type bootstrap struct {
 	Custom string
 }
 
-// userData renders the user data of an AMI family. Custom AMIs get spec.userData unchanged:
+// Render renders the user data of an AMI family. Custom AMIs get spec.userData unchanged:
 // their owners bootstrap the node themselves.
-func userData(family string, b bootstrap) ([]byte, error) {
+func Render(family string, b Bootstrap) ([]byte, error) {
 	switch family {
 	case catalog.AMIFamilyAL2023:
 		return al2023UserData(b)
@@ -56,9 +59,9 @@ func userData(family string, b bootstrap) ([]byte, error) {
 	return nil, fmt.Errorf("AMI family %q: karpool renders user data for AL2023, AL2, Bottlerocket and Custom", family)
 }
 
-// clusterDNS is the cluster DNS address: the class's kubelet clusterDNS, else the tenth
+// ClusterDNS is the cluster DNS address: the class's kubelet clusterDNS, else the tenth
 // address of the service CIDR, where EKS puts kube-dns.
-func clusterDNS(k *awsv1.KubeletConfiguration, cidr string) (string, error) {
+func ClusterDNS(k *awsv1.KubeletConfiguration, cidr string) (string, error) {
 	if k != nil && len(k.ClusterDNS) > 0 {
 		return k.ClusterDNS[0], nil
 	}
@@ -118,7 +121,7 @@ type mimePart struct {
 // al2023UserData renders AL2023 user data: a MIME multipart document whose parts are the
 // custom user data's parts followed by karpool's NodeConfig. nodeadm merges NodeConfigs in
 // order, so karpool's cluster settings, labels and taints win over custom ones.
-func al2023UserData(b bootstrap) ([]byte, error) {
+func al2023UserData(b Bootstrap) ([]byte, error) {
 	parts, err := customParts(b.Custom)
 	if err != nil {
 		return nil, err
