@@ -17,6 +17,8 @@ import (
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/cloud"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/awserr"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/prereq"
 )
 
 // liveStates are the instance states that still cost money or may come back.
@@ -44,7 +46,7 @@ func tagMap(tags []ec2types.Tag) map[string]string {
 // does not exist or has terminated.
 func (p *Provider) describe(ctx context.Context, id string) (*ec2types.Instance, error) {
 	out, err := p.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
-	if errorCode(err) == "InvalidInstanceID.NotFound" {
+	if awserr.Code(err) == "InvalidInstanceID.NotFound" {
 		return nil, fmt.Errorf("instance %s: %w", id, cloud.ErrNotFound)
 	}
 	if err != nil {
@@ -107,7 +109,7 @@ func (p *Provider) Get(ctx context.Context, providerID string) (*karpv1.NodeClai
 // required too: the controller policy lets karpool terminate only instances that carry it.
 func (p *Provider) instances(ctx context.Context) ([]ec2types.Instance, error) {
 	pg := ec2.NewDescribeInstancesPaginator(p.ec2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
-		filter("tag:"+tagClusterOwned+p.opts.ClusterName, "owned"),
+		filter("tag:"+prereq.ClusterOwnedTag(p.opts.ClusterName), "owned"),
 		filter("tag-key", TagNodeClaim),
 		filter("tag-key", karpv1.LabelNodePool),
 		filter("instance-state-name", liveStates...),
@@ -156,7 +158,7 @@ func (p *Provider) Delete(ctx context.Context, claim *karpv1.NodeClaim) error {
 
 func (p *Provider) terminate(ctx context.Context, ids ...string) error {
 	_, err := p.ec2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: ids})
-	if errorCode(err) == "InvalidInstanceID.NotFound" {
+	if awserr.Code(err) == "InvalidInstanceID.NotFound" {
 		return fmt.Errorf("terminating %s: %w", strings.Join(ids, ", "), cloud.ErrNotFound)
 	}
 	if err != nil {

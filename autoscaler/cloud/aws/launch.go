@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -17,7 +16,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
-	"github.com/aws/smithy-go"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -25,16 +23,17 @@ import (
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/cloud"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/awserr"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/prereq"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/userdata"
 )
 
 // Tag keys karpool puts on what it launches.
 const (
-	TagNodeClaim    = "karpenter.sh/nodeclaim"
-	TagEKSCluster   = "eks:eks-cluster-name"
-	TagCluster      = "karpenter.k8s.aws/cluster"
-	tagName         = "Name"
-	tagClusterOwned = "kubernetes.io/cluster/"
+	TagNodeClaim  = "karpenter.sh/nodeclaim"
+	TagEKSCluster = "eks:eks-cluster-name"
+	TagCluster    = "karpenter.k8s.aws/cluster"
+	tagName       = "Name"
 )
 
 // maxOverrides bounds a fleet request; like Karpenter's 60 instance types, it keeps requests
@@ -49,15 +48,6 @@ var capacityErrors = map[string]bool{
 	"UnfulfillableCapacity":             true,
 	"Unsupported":                       true,
 	"SpotMaxPriceTooLow":                true,
-}
-
-// errorCode is the AWS error code of err, "" if it is not an API error.
-func errorCode(err error) string {
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		return ae.ErrorCode()
-	}
-	return ""
 }
 
 // resolved is an EC2NodeClass with its selectors resolved.
@@ -257,7 +247,7 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim, nc *awsv
 		in.OnDemandOptions = &ec2types.OnDemandOptionsRequest{AllocationStrategy: ec2types.FleetOnDemandAllocationStrategyLowestPrice}
 	}
 	out, err := p.ec2.CreateFleet(ctx, in)
-	if errorCode(err) == "IdempotentParameterMismatch" {
+	if awserr.Code(err) == "IdempotentParameterMismatch" {
 		// An earlier Create of this NodeClaim used the token with other options (offerings
 		// were marked unavailable since). Whatever it launched is the NodeClaim's instance.
 		return p.launchedEarlier(ctx, claim, r)
@@ -310,7 +300,7 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim, nc *awsv
 // karpenter.sh/nodeclaim tag.
 func (p *Provider) launchedEarlier(ctx context.Context, claim *karpv1.NodeClaim, r *resolved) (*karpv1.NodeClaim, error) {
 	out, err := p.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
-		filter("tag:"+tagClusterOwned+p.opts.ClusterName, "owned"),
+		filter("tag:"+prereq.ClusterOwnedTag(p.opts.ClusterName), "owned"),
 		filter("tag:"+TagNodeClaim, claim.Name),
 		filter("instance-state-name", liveStates...),
 	}})
@@ -381,10 +371,10 @@ func poolTags(claim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass, cluster string) m
 		m = map[string]string{}
 	}
 	maps.Copy(m, map[string]string{
-		karpv1.LabelNodePool:      claim.Labels[karpv1.LabelNodePool],
-		awsv1.LabelNodeClass:      nc.Name,
-		tagClusterOwned + cluster: "owned",
-		TagEKSCluster:             cluster,
+		karpv1.LabelNodePool:            claim.Labels[karpv1.LabelNodePool],
+		awsv1.LabelNodeClass:            nc.Name,
+		prereq.ClusterOwnedTag(cluster): "owned",
+		TagEKSCluster:                   cluster,
 	})
 	return m
 }
@@ -582,7 +572,7 @@ func (p *Provider) ensureLaunchTemplate(ctx context.Context, claim *karpv1.NodeC
 		return aws.ToString(out.LaunchTemplates[0].LaunchTemplateId), nil
 	}
 	id, err = describe()
-	if code := errorCode(err); code == "InvalidLaunchTemplateName.NotFoundException" || code == "InvalidLaunchTemplateId.NotFound" {
+	if code := awserr.Code(err); code == "InvalidLaunchTemplateName.NotFoundException" || code == "InvalidLaunchTemplateId.NotFound" {
 		var out *ec2.CreateLaunchTemplateOutput
 		out, err = p.ec2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
 			LaunchTemplateName: aws.String(name),
@@ -593,7 +583,7 @@ func (p *Provider) ensureLaunchTemplate(ctx context.Context, claim *karpv1.NodeC
 		switch {
 		case err == nil:
 			id = aws.ToString(out.LaunchTemplate.LaunchTemplateId)
-		case errorCode(err) == "InvalidLaunchTemplateName.AlreadyExistsException":
+		case awserr.Code(err) == "InvalidLaunchTemplateName.AlreadyExistsException":
 			id, err = describe()
 		}
 	}
@@ -611,7 +601,7 @@ func (p *Provider) ensureLaunchTemplate(ctx context.Context, claim *karpv1.NodeC
 // when the class is deleted, once no NodeClaim uses it.
 func (p *Provider) DeleteLaunchTemplates(ctx context.Context, nc *awsv1.EC2NodeClass) error {
 	pg := ec2.NewDescribeLaunchTemplatesPaginator(p.ec2, &ec2.DescribeLaunchTemplatesInput{Filters: []ec2types.Filter{
-		filter("tag:"+tagClusterOwned+p.opts.ClusterName, "owned"),
+		filter("tag:"+prereq.ClusterOwnedTag(p.opts.ClusterName), "owned"),
 		filter("tag:"+awsv1.LabelNodeClass, nc.Name),
 	}})
 	var ids []string
@@ -626,7 +616,7 @@ func (p *Provider) DeleteLaunchTemplates(ctx context.Context, nc *awsv1.EC2NodeC
 	}
 	for _, id := range ids {
 		_, err := p.ec2.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: aws.String(id)})
-		if err != nil && errorCode(err) != "InvalidLaunchTemplateId.NotFound" {
+		if err != nil && awserr.Code(err) != "InvalidLaunchTemplateId.NotFound" {
 			return fmt.Errorf("EC2NodeClass %s: deleting launch template %s: %w", nc.Name, id, err)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	cloudaws "github.com/karpool/karpool/autoscaler/cloud/aws"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/instanceprofile"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/policycheck"
 	"github.com/karpool/karpool/internal/awssim"
 )
@@ -247,8 +248,8 @@ func TestInstanceProfileFromRole(t *testing.T) {
 		_, err := ic.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: aws.String(p.InstanceProfileName("stranger"))})
 		return err
 	})
-	if _, err := p.EnsureInstanceProfile(ctx, stranger); !errors.Is(err, cloudaws.ErrProfileNotOwned) {
-		t.Errorf("foreign profile: want ErrProfileNotOwned, got %v", err)
+	if _, err := p.EnsureInstanceProfile(ctx, stranger); !errors.Is(err, instanceprofile.ErrNotOwned) {
+		t.Errorf("foreign profile: want instanceprofile.ErrNotOwned, got %v", err)
 	}
 	must(t, func() error { return p.DeleteInstanceProfile(ctx, stranger) })
 	if _, err := ic.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(p.InstanceProfileName("stranger"))}); err != nil {

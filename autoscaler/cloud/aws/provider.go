@@ -20,8 +20,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/pricing"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
+	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/cloud"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/instanceprofile"
 	"github.com/karpool/karpool/internal/awstransport"
 )
 
@@ -55,7 +57,6 @@ type Provider struct {
 	ec2     *ec2.Client
 	ssm     *ssm.Client
 	eks     *eks.Client
-	iam     *iam.Client
 	pricing *pricing.Client
 	region  string
 	opts    Options
@@ -73,6 +74,9 @@ type Provider struct {
 	resolvedCache map[string]resolvedEntry
 
 	discovery discovery
+
+	// profiles are the classes' instance profiles (written by the class controller only).
+	profiles *instanceprofile.Provider
 }
 
 var _ cloud.CloudProvider = (*Provider)(nil)
@@ -119,13 +123,28 @@ func New(cfg aws.Config, opts Options) (*Provider, error) {
 		ec2:             ec2.NewFromConfig(cfg),
 		ssm:             ssm.NewFromConfig(cfg),
 		eks:             eks.NewFromConfig(cfg),
-		iam:             iam.NewFromConfig(cfg),
+		profiles:        instanceprofile.New(iam.NewFromConfig(cfg), opts.ClusterName, cfg.Region),
 		pricing:         pricing.NewFromConfig(cfg, func(o *pricing.Options) { o.Region = pricingRegion(cfg.Region) }),
 		region:          cfg.Region,
 		opts:            opts,
 		launchTemplates: map[string]string{},
 		resolvedCache:   map[string]resolvedEntry{},
 	}, nil
+}
+
+// InstanceProfileName is the name of the instance profile karpool manages for a class with
+// spec.role.
+func (p *Provider) InstanceProfileName(class string) string { return p.profiles.Name(class) }
+
+// EnsureInstanceProfile creates or corrects the class's instance profile and returns its name
+// (instanceprofile.Provider.Ensure); the EC2NodeClass controller calls it.
+func (p *Provider) EnsureInstanceProfile(ctx context.Context, nc *awsv1.EC2NodeClass) (string, error) {
+	return p.profiles.Ensure(ctx, nc)
+}
+
+// DeleteInstanceProfile deletes the class's instance profile once its nodes are gone.
+func (p *Provider) DeleteInstanceProfile(ctx context.Context, nc *awsv1.EC2NodeClass) error {
+	return p.profiles.Delete(ctx, nc)
 }
 
 // cluster fills the cluster facts that were not given in Options from EKS DescribeCluster.

@@ -3,7 +3,6 @@ package aws
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -18,28 +17,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/awserr"
 )
-
-// ErrInvalidClass is matched (errors.Is) by the errors that only a change to the EC2NodeClass
-// (or to the AWS resources it names) can fix: selector terms that select nothing, a role or
-// instance profile that does not exist, settings karpool cannot render. Other errors are
-// failures to ask AWS and may pass by themselves.
-var ErrInvalidClass = errors.New("the EC2NodeClass cannot be resolved as it is")
-
-// classError is an ErrInvalidClass; also lists further sentinels it matches.
-type classError struct {
-	msg  string
-	also error
-}
-
-func (e *classError) Error() string { return e.msg }
-func (e *classError) Is(target error) bool {
-	return target == ErrInvalidClass || (e.also != nil && target == e.also)
-}
-
-func invalidf(format string, args ...any) error {
-	return &classError{msg: fmt.Sprintf(format, args...)}
-}
 
 // subnet is a resolved subnet.
 type subnet struct {
@@ -95,7 +74,7 @@ func (p *Provider) subnets(ctx context.Context, nc *awsv1.EC2NodeClass) ([]subne
 			filters = append(filters, filter("subnet-id", t.ID))
 		}
 		if len(filters) == 0 {
-			return nil, invalidf("EC2NodeClass %s: spec.subnetSelectorTerms[%d] is empty; give tags or an id", nc.Name, i)
+			return nil, awserr.Invalidf("EC2NodeClass %s: spec.subnetSelectorTerms[%d] is empty; give tags or an id", nc.Name, i)
 		}
 		filters = append(filters, filter("state", "available"))
 		pg := ec2.NewDescribeSubnetsPaginator(p.ec2, &ec2.DescribeSubnetsInput{Filters: filters})
@@ -116,7 +95,7 @@ func (p *Provider) subnets(ctx context.Context, nc *awsv1.EC2NodeClass) ([]subne
 		}
 	}
 	if len(out) == 0 {
-		return nil, invalidf("EC2NodeClass %s: spec.subnetSelectorTerms match no available subnet; tag the cluster's subnets (for example karpenter.sh/discovery=%s) or fix the terms", nc.Name, p.opts.ClusterName)
+		return nil, awserr.Invalidf("EC2NodeClass %s: spec.subnetSelectorTerms match no available subnet; tag the cluster's subnets (for example karpenter.sh/discovery=%s) or fix the terms", nc.Name, p.opts.ClusterName)
 	}
 	slices.SortFunc(out, func(a, b subnet) int { return cmp.Or(cmp.Compare(a.Zone, b.Zone), cmp.Compare(a.ID, b.ID)) })
 	return out, nil
@@ -135,7 +114,7 @@ func (p *Provider) securityGroups(ctx context.Context, nc *awsv1.EC2NodeClass) (
 			filters = append(filters, filter("group-name", t.Name))
 		}
 		if len(filters) == 0 {
-			return nil, invalidf("EC2NodeClass %s: spec.securityGroupSelectorTerms[%d] is empty; give tags, an id or a name", nc.Name, i)
+			return nil, awserr.Invalidf("EC2NodeClass %s: spec.securityGroupSelectorTerms[%d] is empty; give tags, an id or a name", nc.Name, i)
 		}
 		pg := ec2.NewDescribeSecurityGroupsPaginator(p.ec2, &ec2.DescribeSecurityGroupsInput{Filters: filters})
 		for pg.HasMorePages() {
@@ -153,7 +132,7 @@ func (p *Provider) securityGroups(ctx context.Context, nc *awsv1.EC2NodeClass) (
 		}
 	}
 	if len(out) == 0 {
-		return nil, invalidf("EC2NodeClass %s: spec.securityGroupSelectorTerms match no security group; tag the node security group (for example karpenter.sh/discovery=%s) or fix the terms", nc.Name, p.opts.ClusterName)
+		return nil, awserr.Invalidf("EC2NodeClass %s: spec.securityGroupSelectorTerms match no security group; tag the node security group (for example karpenter.sh/discovery=%s) or fix the terms", nc.Name, p.opts.ClusterName)
 	}
 	slices.SortFunc(out, func(a, b securityGroup) int { return cmp.Compare(a.ID, b.ID) })
 	return out, nil
@@ -200,7 +179,7 @@ func aliasParameters(alias, k8sVersion string) ([]string, error) {
 			out = append(out, fmt.Sprintf("/aws/service/bottlerocket/aws-k8s-%s/%s/%s/image_id", k8sVersion, eksArch[arch], v))
 		}
 	default:
-		return nil, invalidf("alias %q: karpool launches al2023, al2 and bottlerocket aliases (Windows is not supported); select the AMI by id, name or tags otherwise", alias)
+		return nil, awserr.Invalidf("alias %q: karpool launches al2023, al2 and bottlerocket aliases (Windows is not supported); select the AMI by id, name or tags otherwise", alias)
 	}
 	return out, nil
 }
@@ -226,12 +205,12 @@ func (p *Provider) images(ctx context.Context, nc *awsv1.EC2NodeClass, k8sVersio
 		for _, name := range params {
 			out, err := p.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(name)})
 			if err != nil {
-				if t.Alias != "" && errorCode(err) == "ParameterNotFound" {
+				if t.Alias != "" && awserr.Code(err) == "ParameterNotFound" {
 					// EKS does not publish every architecture for every release.
 					continue
 				}
-				if t.SSMParameter != "" && errorCode(err) == "ParameterNotFound" {
-					return nil, invalidf("%s: SSM parameter %s does not exist; fix ssmParameter", field, name)
+				if t.SSMParameter != "" && awserr.Code(err) == "ParameterNotFound" {
+					return nil, awserr.Invalidf("%s: SSM parameter %s does not exist; fix ssmParameter", field, name)
 				}
 				return nil, fmt.Errorf("%s: reading SSM parameter %s: %w", field, name, err)
 			}
@@ -242,7 +221,7 @@ func (p *Provider) images(ctx context.Context, nc *awsv1.EC2NodeClass, k8sVersio
 			if fam, _, _ := strings.Cut(strings.ToLower(t.Alias), "@"); fam == awsv1.AliasFamilyAL2 {
 				hint = "EKS publishes AL2 AMIs up to Kubernetes 1.32; use al2023@latest on newer clusters"
 			}
-			return nil, invalidf("%s: no AMI published for %q (Kubernetes %s); %s", field, t.Alias, k8sVersion, hint)
+			return nil, awserr.Invalidf("%s: no AMI published for %q (Kubernetes %s); %s", field, t.Alias, k8sVersion, hint)
 		}
 		if t.ID != "" {
 			in.ImageIds = append(in.ImageIds, t.ID)
@@ -258,7 +237,7 @@ func (p *Provider) images(ctx context.Context, nc *awsv1.EC2NodeClass, k8sVersio
 			in.Owners = []string{"self", "amazon"}
 		}
 		if len(in.ImageIds) == 0 && len(in.Filters) == 0 {
-			return nil, invalidf("%s: the term selects nothing; give an alias, id, name, tags or ssmParameter", field)
+			return nil, awserr.Invalidf("%s: the term selects nothing; give an alias, id, name, tags or ssmParameter", field)
 		}
 		pg := ec2.NewDescribeImagesPaginator(p.ec2, in)
 		for pg.HasMorePages() {
@@ -290,7 +269,7 @@ func (p *Provider) images(ctx context.Context, nc *awsv1.EC2NodeClass, k8sVersio
 		}
 	}
 	if len(best) == 0 {
-		return nil, invalidf("EC2NodeClass %s: spec.amiSelectorTerms match no x86_64 or arm64 image; check the ids, names, tags and owners", nc.Name)
+		return nil, awserr.Invalidf("EC2NodeClass %s: spec.amiSelectorTerms match no x86_64 or arm64 image; check the ids, names, tags and owners", nc.Name)
 	}
 	out := make([]image, 0, len(best))
 	for _, im := range best {
@@ -301,7 +280,7 @@ func (p *Provider) images(ctx context.Context, nc *awsv1.EC2NodeClass, k8sVersio
 }
 
 // Subnets returns what the class's spec.subnetSelectorTerms select now, as status.subnets
-// shows it: sorted by zone, then id. An error matching ErrInvalidClass means the terms match
+// shows it: sorted by zone, then id. An error matching awserr.ErrInvalidClass means the terms match
 // no available subnet.
 func (p *Provider) Subnets(ctx context.Context, nc *awsv1.EC2NodeClass) ([]awsv1.Subnet, error) {
 	sns, err := p.subnets(ctx, nc)
@@ -316,7 +295,7 @@ func (p *Provider) Subnets(ctx context.Context, nc *awsv1.EC2NodeClass) ([]awsv1
 }
 
 // SecurityGroups returns what the class's spec.securityGroupSelectorTerms select now, sorted
-// by id. An error matching ErrInvalidClass means the terms match no group.
+// by id. An error matching awserr.ErrInvalidClass means the terms match no group.
 func (p *Provider) SecurityGroups(ctx context.Context, nc *awsv1.EC2NodeClass) ([]awsv1.SecurityGroup, error) {
 	sgs, err := p.securityGroups(ctx, nc)
 	if err != nil {
@@ -331,7 +310,7 @@ func (p *Provider) SecurityGroups(ctx context.Context, nc *awsv1.EC2NodeClass) (
 
 // AMIs returns the images the class's spec.amiSelectorTerms select now for the cluster's
 // Kubernetes version: the newest per architecture, each with the kubernetes.io/arch
-// requirement it suits, sorted by architecture. An error matching ErrInvalidClass means the
+// requirement it suits, sorted by architecture. An error matching awserr.ErrInvalidClass means the
 // terms match no image.
 func (p *Provider) AMIs(ctx context.Context, nc *awsv1.EC2NodeClass) ([]awsv1.AMI, error) {
 	if err := p.cluster(ctx); err != nil {

@@ -34,6 +34,7 @@ import (
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	cloudaws "github.com/karpool/karpool/autoscaler/cloud/aws"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/awserr"
 )
 
 // Finalizer holds a class until its NodeClaims are gone and its AWS resources deleted.
@@ -175,7 +176,7 @@ func (r *Reconciler) resolve(ctx context.Context, nc *awsv1.EC2NodeClass) (faile
 		switch {
 		case err == nil:
 			r.set(nc, condType, metav1.ConditionTrue, ReasonResolved, msg)
-		case errors.Is(err, cloudaws.ErrInvalidClass):
+		case errors.Is(err, awserr.ErrInvalidClass):
 			clear()
 			reason := ReasonNotFound
 			if condType == awsv1.ConditionTypeValidationSucceeded {

@@ -12,6 +12,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 
+	"github.com/karpool/karpool/autoscaler/cloud/aws/awserr"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/prereq"
 )
 
@@ -24,7 +25,7 @@ func (e *ensurer) nodeAccess(ctx context.Context) error {
 			continue
 		}
 		_, err := e.c.EKS.DescribeAccessEntry(ctx, &eks.DescribeAccessEntryInput{ClusterName: aws.String(e.s.ClusterName), PrincipalArn: aws.String(a.RoleARN)})
-		if code(err) != "ResourceNotFoundException" {
+		if awserr.Code(err) != "ResourceNotFoundException" {
 			if err != nil {
 				return failed("reading the EKS access entry of "+a.RoleARN, err)
 			}

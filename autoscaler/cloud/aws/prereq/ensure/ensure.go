@@ -9,7 +9,6 @@ package ensure
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -20,7 +19,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
-	"github.com/aws/smithy-go"
 
 	"github.com/karpool/karpool/autoscaler/cloud/aws/prereq"
 )
@@ -151,15 +149,6 @@ func (e *ensurer) owned(tags map[string]string) bool {
 
 func (e *ensurer) notOwned(kind, name string, diffs []string) {
 	e.change(Keep, kind, name, append([]string{fmt.Sprintf("not tagged %s=%s, so karpool leaves it as it is; it differs in:", prereq.OwnerTag, e.s.ClusterName)}, diffs...)...)
-}
-
-// code is the AWS error code of err, "" when it has none.
-func code(err error) string {
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		return ae.ErrorCode()
-	}
-	return ""
 }
 
 // failed wraps an API error with what was being done.

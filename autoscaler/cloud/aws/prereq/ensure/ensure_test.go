@@ -19,6 +19,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/awserr"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/prereq"
 	"github.com/karpool/karpool/internal/awssim"
 )
@@ -150,7 +151,7 @@ func TestApplyFromAnEmptyAccount(t *testing.T) {
 	if len(changes) != 2 || changes[0].Name != "KarpenterControllerPolicy-demo" || changes[1].Op != Delete || changes[1].Name != prereq.InstanceProfileName("demo", f.s.Region, "gpu") {
 		t.Errorf("after removing a class: %s", Text(changes))
 	}
-	if _, err := f.c.IAM.GetInstanceProfile(f.ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(prereq.InstanceProfileName("demo", f.s.Region, "gpu"))}); code(err) != "NoSuchEntity" {
+	if _, err := f.c.IAM.GetInstanceProfile(f.ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(prereq.InstanceProfileName("demo", f.s.Region, "gpu"))}); awserr.Code(err) != "NoSuchEntity" {
 		t.Errorf("the pruned profile is still there: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
 
+	"github.com/karpool/karpool/autoscaler/cloud/aws/awserr"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/prereq"
 	"github.com/karpool/karpool/internal/iampolicy"
 )
@@ -35,7 +36,7 @@ func (e *ensurer) controllerRole(ctx context.Context) error { return e.role(ctx,
 // role creates a role with its trust policy and managed policies, or corrects an owned one.
 func (e *ensurer) role(ctx context.Context, want prereq.Role) error {
 	out, err := e.c.IAM.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(want.Name)})
-	if code(err) == "NoSuchEntity" {
+	if awserr.Code(err) == "NoSuchEntity" {
 		if !e.change(Create, kindRole, want.Name) {
 			return nil
 		}
@@ -114,7 +115,7 @@ func (e *ensurer) controllerPolicy(ctx context.Context) error {
 	want := e.r.ControllerPolicy
 	arn := e.r.ControllerRole.ManagedPolicyARNs[0]
 	out, err := e.c.IAM.GetPolicy(ctx, &iam.GetPolicyInput{PolicyArn: aws.String(arn)})
-	if code(err) == "NoSuchEntity" {
+	if awserr.Code(err) == "NoSuchEntity" {
 		if !e.change(Create, kindPolicy, want.Name) {
 			return nil
 		}
@@ -185,7 +186,7 @@ func (e *ensurer) ownedProfile(tags map[string]string) bool {
 func (e *ensurer) instanceProfiles(ctx context.Context) error {
 	for _, want := range e.r.InstanceProfiles {
 		out, err := e.c.IAM.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(want.Name)})
-		if code(err) == "NoSuchEntity" {
+		if awserr.Code(err) == "NoSuchEntity" {
 			if !e.change(Create, kindProfile, want.Name, "role "+want.Role, "for EC2NodeClass "+want.NodeClass) {
 				continue
 			}
@@ -283,7 +284,7 @@ func (e *ensurer) serviceLinkedRoles(ctx context.Context) error {
 			return fmt.Errorf("service-linked role for %s: karpool knows only spot.amazonaws.com", svc)
 		}
 		_, err := e.c.IAM.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(name)})
-		if code(err) != "NoSuchEntity" {
+		if awserr.Code(err) != "NoSuchEntity" {
 			if err != nil {
 				return failed("reading IAM role "+name, err)
 			}
@@ -292,7 +293,7 @@ func (e *ensurer) serviceLinkedRoles(ctx context.Context) error {
 		if !e.change(Create, "IAM service-linked role", name, "for "+svc) {
 			continue
 		}
-		if _, err := e.c.IAM.CreateServiceLinkedRole(ctx, &iam.CreateServiceLinkedRoleInput{AWSServiceName: aws.String(svc)}); err != nil && code(err) != "InvalidInput" {
+		if _, err := e.c.IAM.CreateServiceLinkedRole(ctx, &iam.CreateServiceLinkedRoleInput{AWSServiceName: aws.String(svc)}); err != nil && awserr.Code(err) != "InvalidInput" {
 			return failed("creating the service-linked role for "+svc, err)
 		}
 	}

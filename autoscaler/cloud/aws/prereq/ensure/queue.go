@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/karpool/karpool/autoscaler/cloud/aws/awserr"
 	"github.com/karpool/karpool/internal/iampolicy"
 )
 
@@ -36,7 +37,7 @@ func (e *ensurer) queue(ctx context.Context) error {
 	want := e.r.Queue
 	attrs := e.queueAttributes()
 	got, err := e.c.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(want.Name)})
-	if code(err) == "AWS.SimpleQueueService.NonExistentQueue" || code(err) == "QueueDoesNotExist" {
+	if awserr.Code(err) == "AWS.SimpleQueueService.NonExistentQueue" || awserr.Code(err) == "QueueDoesNotExist" {
 		if !e.change(Create, kindQueue, want.Name) {
 			return nil
 		}
@@ -91,7 +92,7 @@ func (e *ensurer) queue(ctx context.Context) error {
 func (e *ensurer) rules(ctx context.Context) error {
 	for _, want := range e.r.Rules {
 		got, err := e.c.Events.DescribeRule(ctx, &eventbridge.DescribeRuleInput{Name: aws.String(want.Name)})
-		if code(err) == "ResourceNotFoundException" {
+		if awserr.Code(err) == "ResourceNotFoundException" {
 			if !e.change(Create, kindRule, want.Name, "target "+want.TargetQueue) {
 				continue
 			}

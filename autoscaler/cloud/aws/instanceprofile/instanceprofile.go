@@ -1,4 +1,8 @@
-package aws
+// Package instanceprofile manages the IAM instance profile of each EC2NodeClass with spec.role:
+// created with the class's name-derived name and this cluster's ownership tags, kept holding the
+// class's role, deleted with the class. The EC2NodeClass controller is its one writer; a launch
+// only reads the profile the controller recorded in the class's status.
+package instanceprofile
 
 import (
 	"context"
@@ -14,24 +18,30 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/awserr"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/prereq"
 )
 
-// ErrProfileNotOwned is matched by errors about an instance profile that has karpool's name for
-// a class but not its ownership tags: karpool leaves such a profile alone. They match
-// ErrInvalidClass too.
-var ErrProfileNotOwned = errors.New("instance profile is not owned by this cluster")
+// ErrNotOwned is matched by errors about an instance profile that has karpool's name for a
+// class but not its ownership tags: karpool leaves such a profile alone. They match
+// awserr.ErrInvalidClass too.
+var ErrNotOwned = errors.New("instance profile is not owned by this cluster")
 
-// InstanceProfileName is the name of the instance profile karpool manages for an EC2NodeClass
-// with spec.role (prereq.InstanceProfileName, which the AWS prerequisites render too).
-func (p *Provider) InstanceProfileName(class string) string {
-	return prereq.InstanceProfileName(p.opts.ClusterName, p.region, class)
+// Provider manages the instance profiles of one cluster in one region.
+type Provider struct {
+	iam             *iam.Client
+	cluster, region string
 }
 
-// profileTags are the tags of a managed instance profile: the class's tags, then the ones the
-// controller policy's conditions require.
-func (p *Provider) profileTags(nc *awsv1.EC2NodeClass) map[string]string {
-	return prereq.InstanceProfileTags(p.opts.ClusterName, p.region, nc.Name, nc.Spec.Tags)
+// New returns the provider of the cluster's instance profiles in region.
+func New(client *iam.Client, cluster, region string) *Provider {
+	return &Provider{iam: client, cluster: cluster, region: region}
+}
+
+// Name is the name of the instance profile karpool manages for an EC2NodeClass with spec.role
+// (prereq.InstanceProfileName, which the AWS prerequisites render too).
+func (p *Provider) Name(class string) string {
+	return prereq.InstanceProfileName(p.cluster, p.region, class)
 }
 
 // owned reports whether a profile carries the tags that make it this cluster's: the controller
@@ -41,7 +51,7 @@ func (p *Provider) owned(tags []iamtypes.Tag) bool {
 	for _, t := range tags {
 		m[aws.ToString(t.Key)] = aws.ToString(t.Value)
 	}
-	return m[tagClusterOwned+p.opts.ClusterName] == "owned" && m[corev1.LabelTopologyRegion] == p.region && m[awsv1.LabelNodeClass] != ""
+	return m[prereq.ClusterOwnedTag(p.cluster)] == "owned" && m[corev1.LabelTopologyRegion] == p.region && m[awsv1.LabelNodeClass] != ""
 }
 
 // roleName strips an IAM path from spec.role ("path/to/Role" → "Role"):
@@ -50,17 +60,17 @@ func roleName(role string) string {
 	return role[strings.LastIndex(role, "/")+1:]
 }
 
-// EnsureInstanceProfile returns the instance profile nodes of the class launch with. With
+// Ensure returns the instance profile nodes of the class launch with. With
 // spec.instanceProfile it checks that the profile exists. With spec.role it creates the profile
-// named InstanceProfileName(class) when missing (tagged kubernetes.io/cluster/<cluster>=owned,
+// named Name(class) when missing (tagged kubernetes.io/cluster/<cluster>=owned,
 // eks:eks-cluster-name, topology.kubernetes.io/region and karpenter.k8s.aws/ec2nodeclass, plus
 // the class's tags), adds the tags the class gained since, and puts the role in it, replacing
 // another role. Calling it again is cheap when nothing changed (one GetInstanceProfile).
-func (p *Provider) EnsureInstanceProfile(ctx context.Context, nc *awsv1.EC2NodeClass) (string, error) {
+func (p *Provider) Ensure(ctx context.Context, nc *awsv1.EC2NodeClass) (string, error) {
 	if name := aws.ToString(nc.Spec.InstanceProfile); name != "" {
 		_, err := p.iam.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(name)})
-		if errorCode(err) == "NoSuchEntity" {
-			return "", invalidf("EC2NodeClass %s: spec.instanceProfile: instance profile %q does not exist; create it (with the node role in it) or set spec.role instead", nc.Name, name)
+		if awserr.Code(err) == "NoSuchEntity" {
+			return "", awserr.Invalidf("EC2NodeClass %s: spec.instanceProfile: instance profile %q does not exist; create it (with the node role in it) or set spec.role instead", nc.Name, name)
 		}
 		if err != nil {
 			return "", fmt.Errorf("EC2NodeClass %s: reading instance profile %q: %w", nc.Name, name, err)
@@ -68,10 +78,10 @@ func (p *Provider) EnsureInstanceProfile(ctx context.Context, nc *awsv1.EC2NodeC
 		return name, nil
 	}
 	if nc.Spec.Role == "" {
-		return "", invalidf("EC2NodeClass %s: set spec.role (karpool then manages an instance profile) or spec.instanceProfile", nc.Name)
+		return "", awserr.Invalidf("EC2NodeClass %s: set spec.role (karpool then manages an instance profile) or spec.instanceProfile", nc.Name)
 	}
-	name := p.InstanceProfileName(nc.Name)
-	want := p.profileTags(nc)
+	name := p.Name(nc.Name)
+	want := prereq.InstanceProfileTags(p.cluster, p.region, nc.Name, nc.Spec.Tags)
 	role := roleName(nc.Spec.Role)
 
 	var profile *iamtypes.InstanceProfile
@@ -79,12 +89,12 @@ func (p *Provider) EnsureInstanceProfile(ctx context.Context, nc *awsv1.EC2NodeC
 	switch {
 	case err == nil:
 		profile = out.InstanceProfile
-	case errorCode(err) == "NoSuchEntity":
+	case awserr.Code(err) == "NoSuchEntity":
 		created, cerr := p.iam.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: aws.String(name), Tags: iamTags(want)})
 		switch {
 		case cerr == nil:
 			profile = created.InstanceProfile
-		case errorCode(cerr) == "EntityAlreadyExists":
+		case awserr.Code(cerr) == "EntityAlreadyExists":
 			// Another replica created it in between.
 			if out, err = p.iam.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(name)}); err != nil {
 				return "", fmt.Errorf("EC2NodeClass %s: reading instance profile %s: %w", nc.Name, name, err)
@@ -97,8 +107,8 @@ func (p *Provider) EnsureInstanceProfile(ctx context.Context, nc *awsv1.EC2NodeC
 		return "", fmt.Errorf("EC2NodeClass %s: reading instance profile %s: %w", nc.Name, name, err)
 	}
 	if !p.owned(profile.Tags) {
-		return "", &classError{also: ErrProfileNotOwned, msg: fmt.Sprintf("EC2NodeClass %s: instance profile %s exists but is not tagged %s%s=owned, %s=%s and %s; karpool changes only profiles it created: delete it or set spec.instanceProfile",
-			nc.Name, name, tagClusterOwned, p.opts.ClusterName, corev1.LabelTopologyRegion, p.region, awsv1.LabelNodeClass)}
+		return "", awserr.InvalidAlso(ErrNotOwned, "EC2NodeClass %s: instance profile %s exists but is not tagged %s=owned, %s=%s and %s; karpool changes only profiles it created: delete it or set spec.instanceProfile",
+			nc.Name, name, prereq.ClusterOwnedTag(p.cluster), corev1.LabelTopologyRegion, p.region, awsv1.LabelNodeClass)
 	}
 	have := map[string]string{}
 	for _, t := range profile.Tags {
@@ -121,16 +131,16 @@ func (p *Provider) EnsureInstanceProfile(ctx context.Context, nc *awsv1.EC2NodeC
 			return name, nil
 		}
 		if _, err := p.iam.RemoveRoleFromInstanceProfile(ctx, &iam.RemoveRoleFromInstanceProfileInput{
-			InstanceProfileName: aws.String(name), RoleName: r.RoleName}); err != nil && errorCode(err) != "NoSuchEntity" {
+			InstanceProfileName: aws.String(name), RoleName: r.RoleName}); err != nil && awserr.Code(err) != "NoSuchEntity" {
 			return "", fmt.Errorf("EC2NodeClass %s: removing the previous role %s from instance profile %s: %w", nc.Name, aws.ToString(r.RoleName), name, err)
 		}
 	}
 	_, err = p.iam.AddRoleToInstanceProfile(ctx, &iam.AddRoleToInstanceProfileInput{InstanceProfileName: aws.String(name), RoleName: aws.String(role)})
 	switch {
 	case err == nil:
-	case errorCode(err) == "NoSuchEntity":
-		return "", invalidf("EC2NodeClass %s: spec.role: IAM role %q does not exist; create the node role (for example KarpenterNodeRole-%s) or fix the name", nc.Name, role, p.opts.ClusterName)
-	case errorCode(err) == "LimitExceeded":
+	case awserr.Code(err) == "NoSuchEntity":
+		return "", awserr.Invalidf("EC2NodeClass %s: spec.role: IAM role %q does not exist; create the node role (for example KarpenterNodeRole-%s) or fix the name", nc.Name, role, p.cluster)
+	case awserr.Code(err) == "LimitExceeded":
 		// Another replica added a role in between; the next call sees which.
 		return "", fmt.Errorf("EC2NodeClass %s: instance profile %s changed while adding role %s, retry: %w", nc.Name, name, role, err)
 	default:
@@ -139,13 +149,13 @@ func (p *Provider) EnsureInstanceProfile(ctx context.Context, nc *awsv1.EC2NodeC
 	return name, nil
 }
 
-// DeleteInstanceProfile deletes the instance profile karpool created for the class (removing
+// Delete deletes the instance profile karpool created for the class (removing
 // its role first). A profile that does not exist, or that lacks this cluster's ownership tags,
 // is left alone without error. Call it once no instance uses the profile any more.
-func (p *Provider) DeleteInstanceProfile(ctx context.Context, nc *awsv1.EC2NodeClass) error {
-	name := p.InstanceProfileName(nc.Name)
+func (p *Provider) Delete(ctx context.Context, nc *awsv1.EC2NodeClass) error {
+	name := p.Name(nc.Name)
 	out, err := p.iam.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(name)})
-	if errorCode(err) == "NoSuchEntity" {
+	if awserr.Code(err) == "NoSuchEntity" {
 		return nil
 	}
 	if err != nil {
@@ -156,11 +166,11 @@ func (p *Provider) DeleteInstanceProfile(ctx context.Context, nc *awsv1.EC2NodeC
 	}
 	for _, r := range out.InstanceProfile.Roles {
 		if _, err := p.iam.RemoveRoleFromInstanceProfile(ctx, &iam.RemoveRoleFromInstanceProfileInput{
-			InstanceProfileName: aws.String(name), RoleName: r.RoleName}); err != nil && errorCode(err) != "NoSuchEntity" {
+			InstanceProfileName: aws.String(name), RoleName: r.RoleName}); err != nil && awserr.Code(err) != "NoSuchEntity" {
 			return fmt.Errorf("EC2NodeClass %s: removing role %s from instance profile %s: %w", nc.Name, aws.ToString(r.RoleName), name, err)
 		}
 	}
-	if _, err := p.iam.DeleteInstanceProfile(ctx, &iam.DeleteInstanceProfileInput{InstanceProfileName: aws.String(name)}); err != nil && errorCode(err) != "NoSuchEntity" {
+	if _, err := p.iam.DeleteInstanceProfile(ctx, &iam.DeleteInstanceProfileInput{InstanceProfileName: aws.String(name)}); err != nil && awserr.Code(err) != "NoSuchEntity" {
 		return fmt.Errorf("EC2NodeClass %s: deleting instance profile %s: %w", nc.Name, name, err)
 	}
 	return nil
