@@ -18,6 +18,7 @@ import (
 	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/cloud"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/awserr"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/ec2filter"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/prereq"
 )
 
@@ -109,10 +110,10 @@ func (p *Provider) Get(ctx context.Context, providerID string) (*karpv1.NodeClai
 // required too: the controller policy lets karpool terminate only instances that carry it.
 func (p *Provider) instances(ctx context.Context) ([]ec2types.Instance, error) {
 	pg := ec2.NewDescribeInstancesPaginator(p.ec2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
-		filter("tag:"+prereq.ClusterOwnedTag(p.opts.ClusterName), "owned"),
-		filter("tag-key", TagNodeClaim),
-		filter("tag-key", karpv1.LabelNodePool),
-		filter("instance-state-name", liveStates...),
+		ec2filter.New("tag:"+prereq.ClusterOwnedTag(p.opts.ClusterName), "owned"),
+		ec2filter.New("tag-key", TagNodeClaim),
+		ec2filter.New("tag-key", karpv1.LabelNodePool),
+		ec2filter.New("instance-state-name", liveStates...),
 	}})
 	var out []ec2types.Instance
 	for pg.HasMorePages() {

@@ -23,8 +23,12 @@ import (
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/cloud"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/amifamily"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/awserr"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/ec2filter"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/prereq"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/securitygroup"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/subnet"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/userdata"
 )
 
@@ -52,9 +56,9 @@ var capacityErrors = map[string]bool{
 
 // resolved is an EC2NodeClass with its selectors resolved.
 type resolved struct {
-	subnets []subnet
-	sgs     []securityGroup
-	images  []image
+	subnets []subnet.Subnet
+	sgs     []securitygroup.SecurityGroup
+	images  []amifamily.Image
 	opts    catalog.NodeClassOptions
 	profile string
 }
@@ -105,13 +109,13 @@ func (p *Provider) resolveNow(ctx context.Context, nc *awsv1.EC2NodeClass, k8sVe
 		return nil, fmt.Errorf("EC2NodeClass %s: %w", nc.Name, err)
 	}
 	r := &resolved{opts: opts}
-	if r.subnets, err = p.subnets(ctx, nc); err != nil {
+	if r.subnets, err = p.subnets.List(ctx, nc); err != nil {
 		return nil, err
 	}
-	if r.sgs, err = p.securityGroups(ctx, nc); err != nil {
+	if r.sgs, err = p.securityGroups.List(ctx, nc); err != nil {
 		return nil, err
 	}
-	if r.images, err = p.images(ctx, nc, k8sVersion); err != nil {
+	if r.images, err = p.amis.List(ctx, nc, k8sVersion); err != nil {
 		return nil, err
 	}
 	for _, s := range r.subnets {
@@ -139,7 +143,7 @@ func (p *Provider) InstanceTypes(ctx context.Context, nc *awsv1.EC2NodeClass) ([
 	if err != nil {
 		return nil, fmt.Errorf("EC2NodeClass %s: %w", nc.Name, err)
 	}
-	subnets, err := p.subnets(ctx, nc)
+	subnets, err := p.subnets.List(ctx, nc)
 	if err != nil {
 		return nil, err
 	}
@@ -169,14 +173,14 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim, nc *awsv
 	// them), so that a launch never waits for a full read of the price lists.
 	its := p.instanceTypes(r.opts, now)
 	zones := map[string]bool{}
-	subnetByZone := map[string]subnet{}
+	subnetByZone := map[string]subnet.Subnet{}
 	for _, s := range r.subnets {
 		zones[s.Zone] = true
 		if cur, ok := subnetByZone[s.Zone]; !ok || s.FreeIPs > cur.FreeIPs {
 			subnetByZone[s.Zone] = s
 		}
 	}
-	imageByArch := map[string]image{}
+	imageByArch := map[string]amifamily.Image{}
 	for _, im := range r.images {
 		imageByArch[im.Arch] = im
 	}
@@ -300,9 +304,9 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim, nc *awsv
 // karpenter.sh/nodeclaim tag.
 func (p *Provider) launchedEarlier(ctx context.Context, claim *karpv1.NodeClaim, r *resolved) (*karpv1.NodeClaim, error) {
 	out, err := p.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
-		filter("tag:"+prereq.ClusterOwnedTag(p.opts.ClusterName), "owned"),
-		filter("tag:"+TagNodeClaim, claim.Name),
-		filter("instance-state-name", liveStates...),
+		ec2filter.New("tag:"+prereq.ClusterOwnedTag(p.opts.ClusterName), "owned"),
+		ec2filter.New("tag:"+TagNodeClaim, claim.Name),
+		ec2filter.New("instance-state-name", liveStates...),
 	}})
 	if err != nil {
 		return nil, fmt.Errorf("nodeclaim %s: looking up the instance of an earlier launch: %w", claim.Name, err)
@@ -418,7 +422,7 @@ func kubeletLabel(key string) bool {
 // (and, on AL2 and Bottlerocket, one pod capacity: maxPods). Everything NodeClaim-specific
 // (its name) stays out of it, so NodeClaims of the same pool, class and capacity type share
 // one template.
-func launchTemplateData(claim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass, r *resolved, im image, facts Options, capacityType string, maxPods int32) (*ec2types.RequestLaunchTemplateData, error) {
+func launchTemplateData(claim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass, r *resolved, im amifamily.Image, facts Options, capacityType string, maxPods int32) (*ec2types.RequestLaunchTemplateData, error) {
 	labels := map[string]string{}
 	for k, v := range claim.Labels {
 		if kubeletLabel(k) {
@@ -601,8 +605,8 @@ func (p *Provider) ensureLaunchTemplate(ctx context.Context, claim *karpv1.NodeC
 // when the class is deleted, once no NodeClaim uses it.
 func (p *Provider) DeleteLaunchTemplates(ctx context.Context, nc *awsv1.EC2NodeClass) error {
 	pg := ec2.NewDescribeLaunchTemplatesPaginator(p.ec2, &ec2.DescribeLaunchTemplatesInput{Filters: []ec2types.Filter{
-		filter("tag:"+prereq.ClusterOwnedTag(p.opts.ClusterName), "owned"),
-		filter("tag:"+awsv1.LabelNodeClass, nc.Name),
+		ec2filter.New("tag:"+prereq.ClusterOwnedTag(p.opts.ClusterName), "owned"),
+		ec2filter.New("tag:"+awsv1.LabelNodeClass, nc.Name),
 	}})
 	var ids []string
 	for pg.HasMorePages() {

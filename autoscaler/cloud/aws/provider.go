@@ -23,7 +23,10 @@ import (
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/cloud"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/amifamily"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/instanceprofile"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/securitygroup"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/subnet"
 	"github.com/karpool/karpool/internal/awstransport"
 )
 
@@ -55,7 +58,6 @@ type Options struct {
 // Provider is the AWS CloudProvider. It is safe for concurrent use.
 type Provider struct {
 	ec2     *ec2.Client
-	ssm     *ssm.Client
 	eks     *eks.Client
 	pricing *pricing.Client
 	region  string
@@ -75,8 +77,12 @@ type Provider struct {
 
 	discovery discovery
 
-	// profiles are the classes' instance profiles (written by the class controller only).
-	profiles *instanceprofile.Provider
+	// The providers of the classes' AWS resources, one per concern. The instance profiles are
+	// written by the class controller only.
+	subnets        *subnet.Provider
+	securityGroups *securitygroup.Provider
+	amis           *amifamily.Provider
+	profiles       *instanceprofile.Provider
 }
 
 var _ cloud.CloudProvider = (*Provider)(nil)
@@ -119,9 +125,12 @@ func New(cfg aws.Config, opts Options) (*Provider, error) {
 			})
 		})
 	}
+	ec2Client, ssmClient := ec2.NewFromConfig(cfg), ssm.NewFromConfig(cfg)
 	return &Provider{
-		ec2:             ec2.NewFromConfig(cfg),
-		ssm:             ssm.NewFromConfig(cfg),
+		ec2:             ec2Client,
+		subnets:         subnet.New(ec2Client, opts.ClusterName),
+		securityGroups:  securitygroup.New(ec2Client, opts.ClusterName),
+		amis:            amifamily.New(ec2Client, ssmClient, opts.Now),
 		eks:             eks.NewFromConfig(cfg),
 		profiles:        instanceprofile.New(iam.NewFromConfig(cfg), opts.ClusterName, cfg.Region),
 		pricing:         pricing.NewFromConfig(cfg, func(o *pricing.Options) { o.Region = pricingRegion(cfg.Region) }),
