@@ -16,6 +16,7 @@ import (
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/autoscaler/catalog"
 	cloudaws "github.com/karpool/karpool/autoscaler/cloud/aws"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/instancetype"
 	"github.com/karpool/karpool/internal/awssim"
 )
 
@@ -139,7 +140,7 @@ func TestInstanceTypesDiscoveredFromAWS(t *testing.T) {
 
 	// Within the interval nothing is read again; once it has passed, the new price shows.
 	srv.SetSpotPrice("m5.large", "us-east-1a", 0.02)
-	now.Add(cloudaws.DiscoveryInterval - time.Minute)
+	now.Add(instancetype.DiscoveryInterval - time.Minute)
 	its, _ = p.InstanceTypes(ctx, class)
 	if n := discoveryCalls(srv); n != read || listPrice(offering(t, its, "m5.large", "us-east-1a", "spot")) != 0.0123 {
 		t.Errorf("refreshed before the interval: %d requests (had %d)", n, read)
@@ -147,7 +148,7 @@ func TestInstanceTypesDiscoveredFromAWS(t *testing.T) {
 	now.Add(time.Minute)
 	its, _ = p.InstanceTypes(ctx, class)
 	if discoveryCalls(srv) == read || listPrice(offering(t, its, "m5.large", "us-east-1a", "spot")) != 0.02 {
-		t.Errorf("not refreshed after %s", cloudaws.DiscoveryInterval)
+		t.Errorf("not refreshed after %s", instancetype.DiscoveryInterval)
 	}
 
 	// A failing API: the catalog stands in for it, the others still count, and it is retried
@@ -165,7 +166,7 @@ func TestInstanceTypesDiscoveredFromAWS(t *testing.T) {
 		t.Errorf("on-demand offering %+v should still come from the price list", o)
 	}
 	srv.SetFaults(awssim.Faults{})
-	now.Add(cloudaws.DiscoveryRetry)
+	now.Add(instancetype.DiscoveryRetry)
 	its, _ = p.InstanceTypes(ctx, class)
 	if o := offering(t, its, "m5.large", "us-east-1a", "spot"); listPrice(o) != 0.02 {
 		t.Errorf("after the retry: %+v", o)
@@ -174,7 +175,7 @@ func TestInstanceTypesDiscoveredFromAWS(t *testing.T) {
 	// Launches order their options by the discovered prices: the cheapest spot pool now is
 	// m5.large in us-east-1c, so the fleet request lists it first.
 	srv.SetSpotPrice("m5.large", "us-east-1c", 0.001)
-	now.Add(cloudaws.DiscoveryInterval)
+	now.Add(instancetype.DiscoveryInterval)
 	if _, err := p.InstanceTypes(ctx, class); err != nil {
 		t.Fatal(err)
 	}

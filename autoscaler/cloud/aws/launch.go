@@ -136,7 +136,7 @@ func (p *Provider) resolveNow(ctx context.Context, nc *awsv1.EC2NodeClass, k8sVe
 
 // InstanceTypes implements cloud.CloudProvider: the catalog's instance types for the class
 // (allocatable by the catalog's rules) in the zones of its subnets, limited to what EC2 lists
-// and offers there, at the prices AWS publishes (read every DiscoveryInterval; the embedded
+// and offers there, at the prices AWS publishes (read every instancetype.DiscoveryInterval; the embedded
 // catalog stands in for any API that fails).
 func (p *Provider) InstanceTypes(ctx context.Context, nc *awsv1.EC2NodeClass) ([]catalog.InstanceType, error) {
 	opts, err := catalog.NodeClassOptionsFor(&nc.Spec)
@@ -150,8 +150,8 @@ func (p *Provider) InstanceTypes(ctx context.Context, nc *awsv1.EC2NodeClass) ([
 	for _, s := range subnets {
 		opts.Zones = append(opts.Zones, s.Zone)
 	}
-	p.refreshIfDue(ctx)
-	return p.instanceTypes(opts, p.opts.Now()), nil
+	p.instanceTypes.RefreshIfDue(ctx)
+	return p.instanceTypes.List(opts, p.opts.Now()), nil
 }
 
 // Create implements cloud.CloudProvider with one CreateFleet request of type instant whose
@@ -171,7 +171,7 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim, nc *awsv
 	now := p.opts.Now()
 	// Launches use the instance types and prices last discovered (InstanceTypes refreshes
 	// them), so that a launch never waits for a full read of the price lists.
-	its := p.instanceTypes(r.opts, now)
+	its := p.instanceTypes.List(r.opts, now)
 	zones := map[string]bool{}
 	subnetByZone := map[string]subnet.Subnet{}
 	for _, s := range r.subnets {

@@ -25,6 +25,7 @@ import (
 	"github.com/karpool/karpool/autoscaler/cloud"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/amifamily"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/instanceprofile"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/instancetype"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/securitygroup"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/subnet"
 	"github.com/karpool/karpool/internal/awstransport"
@@ -57,11 +58,10 @@ type Options struct {
 
 // Provider is the AWS CloudProvider. It is safe for concurrent use.
 type Provider struct {
-	ec2     *ec2.Client
-	eks     *eks.Client
-	pricing *pricing.Client
-	region  string
-	opts    Options
+	ec2    *ec2.Client
+	eks    *eks.Client
+	region string
+	opts   Options
 
 	// clusterMu guards opts' cluster facts while they are filled in from EKS.
 	clusterMu   sync.Mutex
@@ -75,13 +75,12 @@ type Provider struct {
 	resolvedMu    sync.Mutex
 	resolvedCache map[string]resolvedEntry
 
-	discovery discovery
-
 	// The providers of the classes' AWS resources, one per concern. The instance profiles are
 	// written by the class controller only.
 	subnets        *subnet.Provider
 	securityGroups *securitygroup.Provider
 	amis           *amifamily.Provider
+	instanceTypes  *instancetype.Provider
 	profiles       *instanceprofile.Provider
 }
 
@@ -127,18 +126,25 @@ func New(cfg aws.Config, opts Options) (*Provider, error) {
 	}
 	ec2Client, ssmClient := ec2.NewFromConfig(cfg), ssm.NewFromConfig(cfg)
 	return &Provider{
-		ec2:             ec2Client,
-		subnets:         subnet.New(ec2Client, opts.ClusterName),
-		securityGroups:  securitygroup.New(ec2Client, opts.ClusterName),
-		amis:            amifamily.New(ec2Client, ssmClient, opts.Now),
-		eks:             eks.NewFromConfig(cfg),
-		profiles:        instanceprofile.New(iam.NewFromConfig(cfg), opts.ClusterName, cfg.Region),
-		pricing:         pricing.NewFromConfig(cfg, func(o *pricing.Options) { o.Region = pricingRegion(cfg.Region) }),
+		ec2:            ec2Client,
+		subnets:        subnet.New(ec2Client, opts.ClusterName),
+		securityGroups: securitygroup.New(ec2Client, opts.ClusterName),
+		amis:           amifamily.New(ec2Client, ssmClient, opts.Now),
+		eks:            eks.NewFromConfig(cfg),
+		profiles:       instanceprofile.New(iam.NewFromConfig(cfg), opts.ClusterName, cfg.Region),
+		instanceTypes: instancetype.New(ec2Client, pricing.NewFromConfig(cfg, func(o *pricing.Options) { o.Region = instancetype.PricingRegion(cfg.Region) }),
+			cfg.Region, opts.Catalog, opts.Unavailable, opts.Now),
 		region:          cfg.Region,
 		opts:            opts,
 		launchTemplates: map[string]string{},
 		resolvedCache:   map[string]resolvedEntry{},
 	}, nil
+}
+
+// RefreshInstanceTypes reads the region's instance types and prices from AWS now
+// (instancetype.Provider.Refresh); a controller may call it at start-up.
+func (p *Provider) RefreshInstanceTypes(ctx context.Context) error {
+	return p.instanceTypes.Refresh(ctx)
 }
 
 // InstanceProfileName is the name of the instance profile karpool manages for a class with

@@ -1,4 +1,8 @@
-package aws
+// Package instancetype says which instance types can be launched in the region and at what
+// price: the embedded catalog's types (capacity and allocatable by its rules), narrowed to what
+// EC2 lists and offers per zone, priced from the Price List API (on-demand) and the spot price
+// history, read again every DiscoveryInterval. Offerings marked unavailable are left out.
+package instancetype
 
 import (
 	"context"
@@ -38,6 +42,23 @@ type discovered struct {
 	spot map[[2]string]float64
 }
 
+// Provider discovers and serves the region's instance types.
+type Provider struct {
+	ec2         *ec2.Client
+	pricing     *pricing.Client
+	region      string
+	catalog     *catalog.Catalog
+	unavailable *catalog.Unavailable
+	now         func() time.Time
+	discovery   discovery
+}
+
+// New returns the provider. The pricing client must use the endpoint PricingRegion names;
+// unavailable is shared with the launches that mark offerings.
+func New(ec2Client *ec2.Client, pricingClient *pricing.Client, region string, cat *catalog.Catalog, unavailable *catalog.Unavailable, now func() time.Time) *Provider {
+	return &Provider{ec2: ec2Client, pricing: pricingClient, region: region, catalog: cat, unavailable: unavailable, now: now}
+}
+
 // discovery keeps the discovered facts and when to read them again.
 type discovery struct {
 	// refresh serializes reads of the APIs; mu guards the fields.
@@ -49,9 +70,9 @@ type discovery struct {
 	errs []error
 }
 
-// pricingRegion is the Price List API endpoint that serves a region's prices: it runs in
+// PricingRegion is the Price List API endpoint that serves a region's prices: it runs in
 // us-east-1, ap-south-1 and eu-central-1 only.
-func pricingRegion(region string) string {
+func PricingRegion(region string) string {
 	switch {
 	case strings.HasPrefix(region, "ap-"):
 		return "ap-south-1"
@@ -61,11 +82,11 @@ func pricingRegion(region string) string {
 	return "us-east-1"
 }
 
-// RefreshInstanceTypes reads instance types, offerings and prices from AWS now, keeping what it
+// Refresh reads instance types, offerings and prices from AWS now, keeping what it
 // had (or the embedded catalog) for each source that fails. It returns the failures. Launches
-// and InstanceTypes call it when DiscoveryInterval has passed; a controller may call it at
+// and the provider's InstanceTypes call it when DiscoveryInterval has passed; a controller may call it at
 // start-up to have current prices before the first scheduling round.
-func (p *Provider) RefreshInstanceTypes(ctx context.Context) error {
+func (p *Provider) Refresh(ctx context.Context) error {
 	d := &p.discovery
 	d.refresh.Lock()
 	defer d.refresh.Unlock()
@@ -86,7 +107,7 @@ func (p *Provider) RefreshInstanceTypes(ctx context.Context) error {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("DescribeSpotPriceHistory: %w", err))
 	}
-	now := p.opts.Now()
+	now := p.now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if types != nil {
@@ -110,15 +131,15 @@ func (p *Provider) RefreshInstanceTypes(ctx context.Context) error {
 	return nil
 }
 
-// refreshIfDue refreshes when the interval has passed. Failures are not returned: the last
+// RefreshIfDue refreshes when the interval has passed. Failures are not returned: the last
 // good data or the catalog stand in, and the next call after DiscoveryRetry tries again.
-func (p *Provider) refreshIfDue(ctx context.Context) {
+func (p *Provider) RefreshIfDue(ctx context.Context) {
 	d := &p.discovery
 	d.mu.Lock()
-	due := !p.opts.Now().Before(d.next)
+	due := !p.now().Before(d.next)
 	d.mu.Unlock()
 	if due {
-		_ = p.RefreshInstanceTypes(ctx)
+		_ = p.Refresh(ctx)
 	}
 }
 
@@ -215,7 +236,7 @@ func (p *Provider) discoverSpotPrices(ctx context.Context) (map[[2]string]float6
 	out := map[[2]string]float64{}
 	latest := map[[2]string]time.Time{}
 	pg := ec2.NewDescribeSpotPriceHistoryPaginator(p.ec2, &ec2.DescribeSpotPriceHistoryInput{
-		ProductDescriptions: []string{"Linux/UNIX", "Linux/UNIX (Amazon VPC)"}, StartTime: aws.Time(p.opts.Now()), MaxResults: aws.Int32(1000)})
+		ProductDescriptions: []string{"Linux/UNIX", "Linux/UNIX (Amazon VPC)"}, StartTime: aws.Time(p.now()), MaxResults: aws.Int32(1000)})
 	for pg.HasMorePages() {
 		page, err := pg.NextPage(ctx)
 		if err != nil {
@@ -235,21 +256,21 @@ func (p *Provider) discoverSpotPrices(ctx context.Context) (map[[2]string]float6
 	return out, nil
 }
 
-// instanceTypes is the catalog's view of the instance types (capacity and allocatable always
+// List is the catalog's view of the instance types (capacity and allocatable always
 // follow the catalog's rules) with what AWS said applied: only types EC2 lists, offerings only
 // in the zones EC2 offers them, current on-demand and spot prices (plus the node's volumes, as
 // the catalog adds them). Marked offerings are unavailable.
-func (p *Provider) instanceTypes(opts catalog.NodeClassOptions, now time.Time) []catalog.InstanceType {
+func (p *Provider) List(opts catalog.NodeClassOptions, now time.Time) []catalog.InstanceType {
 	p.discovery.mu.Lock()
 	d := p.discovery.data
 	p.discovery.mu.Unlock()
-	its := p.opts.Catalog.InstanceTypes(opts)
+	its := p.catalog.InstanceTypes(opts)
 	out := its[:0]
 	for _, it := range its {
 		if d.types != nil && !d.types[it.Name] {
 			continue
 		}
-		spec, _ := p.opts.Catalog.Spec(it.Name)
+		spec, _ := p.catalog.Spec(it.Name)
 		var offerings []catalog.Offering
 		for _, o := range it.Offerings {
 			if o.CapacityType != catalog.CapacityTypeOnDemand || (d.zones != nil && !d.zones[it.Name][o.Zone]) {
@@ -278,5 +299,5 @@ func (p *Provider) instanceTypes(opts catalog.NodeClassOptions, now time.Time) [
 		it.Offerings = offerings
 		out = append(out, it)
 	}
-	return p.opts.Unavailable.Apply(out, now)
+	return p.unavailable.Apply(out, now)
 }
