@@ -26,9 +26,8 @@ import (
 	"github.com/karpool/karpool/autoscaler/cloud/aws/amifamily"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/awserr"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/ec2filter"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/network"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/prereq"
-	"github.com/karpool/karpool/autoscaler/cloud/aws/securitygroup"
-	"github.com/karpool/karpool/autoscaler/cloud/aws/subnet"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/userdata"
 )
 
@@ -56,8 +55,8 @@ var capacityErrors = map[string]bool{
 
 // resolved is an EC2NodeClass with its selectors resolved.
 type resolved struct {
-	subnets []subnet.Subnet
-	sgs     []securitygroup.SecurityGroup
+	subnets []network.Subnet
+	sgs     []network.SecurityGroup
 	images  []amifamily.Image
 	opts    catalog.NodeClassOptions
 	profile string
@@ -109,10 +108,10 @@ func (p *Provider) resolveNow(ctx context.Context, nc *awsv1.EC2NodeClass, k8sVe
 		return nil, fmt.Errorf("EC2NodeClass %s: %w", nc.Name, err)
 	}
 	r := &resolved{opts: opts}
-	if r.subnets, err = p.subnets.List(ctx, nc); err != nil {
+	if r.subnets, err = p.network.Subnets(ctx, nc); err != nil {
 		return nil, err
 	}
-	if r.sgs, err = p.securityGroups.List(ctx, nc); err != nil {
+	if r.sgs, err = p.network.SecurityGroups(ctx, nc); err != nil {
 		return nil, err
 	}
 	if r.images, err = p.amis.List(ctx, nc, k8sVersion); err != nil {
@@ -143,7 +142,7 @@ func (p *Provider) InstanceTypes(ctx context.Context, nc *awsv1.EC2NodeClass) ([
 	if err != nil {
 		return nil, fmt.Errorf("EC2NodeClass %s: %w", nc.Name, err)
 	}
-	subnets, err := p.subnets.List(ctx, nc)
+	subnets, err := p.network.Subnets(ctx, nc)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +172,7 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim, nc *awsv
 	// them), so that a launch never waits for a full read of the price lists.
 	its := p.instanceTypes.List(r.opts, now)
 	zones := map[string]bool{}
-	subnetByZone := map[string]subnet.Subnet{}
+	subnetByZone := map[string]network.Subnet{}
 	for _, s := range r.subnets {
 		zones[s.Zone] = true
 		if cur, ok := subnetByZone[s.Zone]; !ok || s.FreeIPs > cur.FreeIPs {

@@ -26,8 +26,7 @@ import (
 	"github.com/karpool/karpool/autoscaler/cloud/aws/amifamily"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/instanceprofile"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/instancetype"
-	"github.com/karpool/karpool/autoscaler/cloud/aws/securitygroup"
-	"github.com/karpool/karpool/autoscaler/cloud/aws/subnet"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/network"
 	"github.com/karpool/karpool/internal/awstransport"
 )
 
@@ -77,11 +76,10 @@ type Provider struct {
 
 	// The providers of the classes' AWS resources, one per concern. The instance profiles are
 	// written by the class controller only.
-	subnets        *subnet.Provider
-	securityGroups *securitygroup.Provider
-	amis           *amifamily.Provider
-	instanceTypes  *instancetype.Provider
-	profiles       *instanceprofile.Provider
+	network       *network.Provider
+	amis          *amifamily.Provider
+	instanceTypes *instancetype.Provider
+	profiles      *instanceprofile.Provider
 }
 
 var _ cloud.CloudProvider = (*Provider)(nil)
@@ -126,12 +124,11 @@ func New(cfg aws.Config, opts Options) (*Provider, error) {
 	}
 	ec2Client, ssmClient := ec2.NewFromConfig(cfg), ssm.NewFromConfig(cfg)
 	return &Provider{
-		ec2:            ec2Client,
-		subnets:        subnet.New(ec2Client, opts.ClusterName),
-		securityGroups: securitygroup.New(ec2Client, opts.ClusterName),
-		amis:           amifamily.New(ec2Client, ssmClient, opts.Now),
-		eks:            eks.NewFromConfig(cfg),
-		profiles:       instanceprofile.New(iam.NewFromConfig(cfg), opts.ClusterName, cfg.Region),
+		ec2:      ec2Client,
+		network:  network.New(ec2Client, opts.ClusterName),
+		amis:     amifamily.New(ec2Client, ssmClient, opts.Now),
+		eks:      eks.NewFromConfig(cfg),
+		profiles: instanceprofile.New(iam.NewFromConfig(cfg), opts.ClusterName, cfg.Region),
 		instanceTypes: instancetype.New(ec2Client, pricing.NewFromConfig(cfg, func(o *pricing.Options) { o.Region = instancetype.PricingRegion(cfg.Region) }),
 			cfg.Region, opts.Catalog, opts.Unavailable, opts.Now),
 		region:          cfg.Region,

@@ -12,7 +12,7 @@ import (
 // shows it: sorted by zone, then id. An error matching awserr.ErrInvalidClass means the terms match
 // no available subnet.
 func (p *Provider) Subnets(ctx context.Context, nc *awsv1.EC2NodeClass) ([]awsv1.Subnet, error) {
-	sns, err := p.subnets.List(ctx, nc)
+	sns, err := p.network.Subnets(ctx, nc)
 	if err != nil {
 		return nil, err
 	}
@@ -26,7 +26,7 @@ func (p *Provider) Subnets(ctx context.Context, nc *awsv1.EC2NodeClass) ([]awsv1
 // SecurityGroups returns what the class's spec.securityGroupSelectorTerms select now, sorted
 // by id. An error matching awserr.ErrInvalidClass means the terms match no group.
 func (p *Provider) SecurityGroups(ctx context.Context, nc *awsv1.EC2NodeClass) ([]awsv1.SecurityGroup, error) {
-	sgs, err := p.securityGroups.List(ctx, nc)
+	sgs, err := p.network.SecurityGroups(ctx, nc)
 	if err != nil {
 		return nil, err
 	}

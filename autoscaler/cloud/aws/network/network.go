@@ -1,6 +1,6 @@
-// Package subnet resolves an EC2NodeClass's spec.subnetSelectorTerms to the available subnets
-// nodes launch into.
-package subnet
+// Package network resolves an EC2NodeClass's subnet and security group selector terms to the
+// subnets nodes launch into and the security groups they launch with.
+package network
 
 import (
 	"cmp"
@@ -24,7 +24,10 @@ type Subnet struct {
 	FreeIPs int32
 }
 
-// Provider resolves the subnets of a cluster's classes.
+// SecurityGroup is a resolved security group.
+type SecurityGroup struct{ ID, Name string }
+
+// Provider resolves the subnets and security groups of a cluster's classes.
 type Provider struct {
 	ec2     *ec2.Client
 	cluster string
@@ -35,9 +38,9 @@ func New(client *ec2.Client, cluster string) *Provider {
 	return &Provider{ec2: client, cluster: cluster}
 }
 
-// List resolves spec.subnetSelectorTerms: one DescribeSubnets per term (terms are ORed, the
+// Subnets resolves spec.subnetSelectorTerms: one DescribeSubnets per term (terms are ORed, the
 // fields of a term ANDed), sorted by zone then id.
-func (p *Provider) List(ctx context.Context, nc *awsv1.EC2NodeClass) ([]Subnet, error) {
+func (p *Provider) Subnets(ctx context.Context, nc *awsv1.EC2NodeClass) ([]Subnet, error) {
 	seen := map[string]bool{}
 	var out []Subnet
 	for i, t := range nc.Spec.SubnetSelectorTerms {
@@ -70,5 +73,42 @@ func (p *Provider) List(ctx context.Context, nc *awsv1.EC2NodeClass) ([]Subnet, 
 		return nil, awserr.Invalidf("EC2NodeClass %s: spec.subnetSelectorTerms match no available subnet; tag the cluster's subnets (for example karpenter.sh/discovery=%s) or fix the terms", nc.Name, p.cluster)
 	}
 	slices.SortFunc(out, func(a, b Subnet) int { return cmp.Or(cmp.Compare(a.Zone, b.Zone), cmp.Compare(a.ID, b.ID)) })
+	return out, nil
+}
+
+// SecurityGroups resolves spec.securityGroupSelectorTerms, sorted by id.
+func (p *Provider) SecurityGroups(ctx context.Context, nc *awsv1.EC2NodeClass) ([]SecurityGroup, error) {
+	seen := map[string]bool{}
+	var out []SecurityGroup
+	for i, t := range nc.Spec.SecurityGroupSelectorTerms {
+		filters := ec2filter.Tags(t.Tags)
+		if t.ID != "" {
+			filters = append(filters, ec2filter.New("group-id", t.ID))
+		}
+		if t.Name != "" {
+			filters = append(filters, ec2filter.New("group-name", t.Name))
+		}
+		if len(filters) == 0 {
+			return nil, awserr.Invalidf("EC2NodeClass %s: spec.securityGroupSelectorTerms[%d] is empty; give tags, an id or a name", nc.Name, i)
+		}
+		pg := ec2.NewDescribeSecurityGroupsPaginator(p.ec2, &ec2.DescribeSecurityGroupsInput{Filters: filters})
+		for pg.HasMorePages() {
+			page, err := pg.NextPage(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("EC2NodeClass %s: resolving spec.securityGroupSelectorTerms[%d]: %w", nc.Name, i, err)
+			}
+			for _, g := range page.SecurityGroups {
+				id := aws.ToString(g.GroupId)
+				if !seen[id] {
+					seen[id] = true
+					out = append(out, SecurityGroup{ID: id, Name: aws.ToString(g.GroupName)})
+				}
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, awserr.Invalidf("EC2NodeClass %s: spec.securityGroupSelectorTerms match no security group; tag the node security group (for example karpenter.sh/discovery=%s) or fix the terms", nc.Name, p.cluster)
+	}
+	slices.SortFunc(out, func(a, b SecurityGroup) int { return cmp.Compare(a.ID, b.ID) })
 	return out, nil
 }
