@@ -53,11 +53,16 @@ func (r *Reconciler) reconcileAWS(ctx context.Context, obj *v1alpha1.PoolSync, o
 	changes, err := r.ensureAWS(ctx, obj, objs, mode == v1alpha1.AWSModePlan)
 	if err != nil {
 		err = fmt.Errorf("spec.aws (%s) for revision %s: %w", mode, revision, err)
+		repeated := conditions.GetMessage(obj, v1alpha1.AWSReadyCondition) == err.Error()
 		conditions.MarkFalse(obj, v1alpha1.AWSReadyCondition, AWSFailedReason, "%s", err)
 		if mode == v1alpha1.AWSModeApply {
 			return err
 		}
-		r.event(obj, corev1.EventTypeWarning, AWSFailedReason, "%s", err)
+		// The pools are applied all the same; a plan that keeps failing the same way is
+		// reported once, not every interval.
+		if !repeated {
+			r.event(obj, corev1.EventTypeWarning, AWSFailedReason, "%s", err)
+		}
 		return nil
 	}
 	before := obj.Status.AWS

@@ -12,7 +12,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/runtime/conditions"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
 	"github.com/karpool/karpool/internal/awssim"
@@ -134,6 +137,33 @@ func TestAWSResourcesArePlannedThenApplied(t *testing.T) {
 		return conditions.GetReason(ps, v1alpha1.AWSReadyCondition) == AWSFailedReason &&
 			strings.Contains(conditions.GetMessage(ps, v1alpha1.AWSReadyCondition), "PoolSync aws already manages the AWS resources of cluster demo"), awsReady(ps)
 	})
+	// Two more reconciliations, asked for the Flux way: the same failure is not reported again.
+	for _, at := range []string{"first", "second"} {
+		ps := h.get("awt")
+		patch := client.MergeFrom(ps.DeepCopy())
+		ps.Annotations = map[string]string{meta.ReconcileRequestAnnotation: at}
+		if err := h.c.Patch(context.Background(), ps, patch); err != nil {
+			t.Fatal(err)
+		}
+		h.waitFor(30*time.Second, "the reconciliation requested "+at, func() (bool, string) {
+			ps := h.get("awt")
+			return ps.Status.LastHandledReconcileAt == at, describe(ps)
+		})
+	}
+	// The recorder folds repeats into one Event and counts them.
+	var list corev1.EventList
+	if err := h.c.List(context.Background(), &list, client.InNamespace(metav1.NamespaceDefault)); err != nil {
+		t.Fatal(err)
+	}
+	sent := int32(0)
+	for _, e := range list.Items {
+		if e.InvolvedObject.Name == "awt" && e.Reason == AWSFailedReason {
+			sent += max(e.Count, 1)
+		}
+	}
+	if sent != 1 {
+		t.Errorf("%s sent %d times for a plan that keeps failing the same way; want once", AWSFailedReason, sent)
+	}
 	h.cleanup("awt")
 
 	// An account that cannot be read in apply mode fails the reconciliation before the pools.
