@@ -145,25 +145,26 @@ func TestLabelsM5Large(t *testing.T) {
 	}
 }
 
-// TestAgainstMergedJSON compares every offered type with the shared instance-types-merged.json
-// (labels and the full AL2023 allocatable) when that file is checked out next to the repository.
+// TestAgainstMergedJSON compares every offered type with the reference in
+// testdata/instance-types.jsonl: labels and the full AL2023 allocatable.
 func TestAgainstMergedJSON(t *testing.T) {
-	path := filepath.Join("..", "..", "..", "shared", "data", "ec2", "instance-types-merged.json")
-	raw, err := os.ReadFile(path)
+	f, err := os.Open(filepath.Join("testdata", "instance-types.jsonl"))
 	if err != nil {
-		// make test (KARPOOL_E2E=require) runs beside shared/, so there a missing file is a failure.
-		if os.Getenv("KARPOOL_E2E") == "require" {
-			t.Fatalf("shared data not available: %v", err)
-		}
-		t.Skipf("shared data not available: %v", err)
+		t.Fatal(err)
 	}
-	var entries []struct {
+	defer f.Close()
+	type entry struct {
 		Name        string            `json:"name"`
 		Labels      map[string]string `json:"labels"`
 		Allocatable map[string]string `json:"allocatable_al2023"`
 	}
-	if err := json.Unmarshal(raw, &entries); err != nil {
-		t.Fatal(err)
+	var entries []entry
+	for dec := json.NewDecoder(f); dec.More(); {
+		var e entry
+		if err := dec.Decode(&e); err != nil {
+			t.Fatal(err)
+		}
+		entries = append(entries, e)
 	}
 	byName := map[string]int{}
 	for i, e := range entries {
@@ -173,7 +174,12 @@ func TestAgainstMergedJSON(t *testing.T) {
 	for _, region := range Regions() {
 		c := mustLoad(t, region, LoadOptions{IncludeEstimated: true})
 		for _, it := range c.InstanceTypes(NodeClassOptions{}) {
-			e := entries[byName[it.Name]]
+			i, ok := byName[it.Name]
+			if !ok {
+				t.Errorf("%s is not in the reference data", it.Name)
+				continue
+			}
+			e := entries[i]
 			labels := map[string]string{}
 			for k, v := range it.Labels {
 				if k != LabelRegion && k != "karpenter.k8s.aws/instance-tenancy" {
