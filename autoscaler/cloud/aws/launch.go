@@ -135,8 +135,8 @@ func (p *Provider) resolveNow(ctx context.Context, nc *awsv1.EC2NodeClass, k8sVe
 
 // InstanceTypes implements cloud.CloudProvider: the catalog's instance types for the class
 // (allocatable by the catalog's rules) in the zones of its subnets, limited to what EC2 lists
-// and offers there, at the prices AWS publishes (read every instancetype.DiscoveryInterval; the embedded
-// catalog stands in for any API that fails).
+// and offers there, at the prices AWS publishes (read every instancetype.DiscoveryInterval;
+// the embedded catalog stands in for any API that fails).
 func (p *Provider) InstanceTypes(ctx context.Context, nc *awsv1.EC2NodeClass) ([]catalog.InstanceType, error) {
 	opts, err := catalog.NodeClassOptionsFor(&nc.Spec)
 	if err != nil {
