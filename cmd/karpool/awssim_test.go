@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -51,8 +52,9 @@ func TestAWSSimServesUntilCancelled(t *testing.T) {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.After(30 * time.Second)
+	// The exports follow the endpoint line; the last one ends the start-up output.
 	for url == "" {
-		if m := endpoint.FindStringSubmatch(out.String()); m != nil {
+		if m := endpoint.FindStringSubmatch(out.String()); m != nil && strings.Contains(out.String(), "export AWS_EC2_METADATA_DISABLED=") {
 			url = m[1]
 			break
 		}
