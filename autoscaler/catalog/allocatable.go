@@ -107,6 +107,9 @@ type NodeClassOptions struct {
 	Zones []string
 	// ReservedENIs is Karpenter's --reserved-enis setting: ENIs kept out of the pod count.
 	ReservedENIs int
+	// VMMemoryOverheadPercent is Karpenter's --vm-memory-overhead-percent setting, the share of
+	// memory the hypervisor keeps; nil is its default (VMMemoryOverheadPercent).
+	VMMemoryOverheadPercent *float64
 	// Volumes are the EBS volumes of every node; their price is part of every offering's.
 	// NodeClassOptionsFor sets them (the family's defaults when the class has no mappings).
 	Volumes []Volume
@@ -154,13 +157,17 @@ func podCount(s *Spec, flags familyFlags, k *Kubelet, reservedENIs int) int64 {
 
 // memoryCapacity is Karpenter's estimate of the memory the kubelet reports: the instance memory
 // less the Graviton CMA reservation and the VM overhead. Same floating-point steps as Karpenter.
-func memoryCapacity(s *Spec) int64 {
+func memoryCapacity(s *Spec, o *NodeClassOptions) int64 {
+	overhead := VMMemoryOverheadPercent
+	if o.VMMemoryOverheadPercent != nil {
+		overhead = *o.VMMemoryOverheadPercent
+	}
 	mib := s.MemoryMiB
 	if s.Arch == "arm64" {
 		mib -= armCMAReservedMiB
 	}
 	bytes := mib * Mi
-	overheadMiB := int64(math.Ceil(float64(bytes) * VMMemoryOverheadPercent / 1024 / 1024))
+	overheadMiB := int64(math.Ceil(float64(bytes) * overhead / 1024 / 1024))
 	return bytes - overheadMiB*Mi
 }
 
@@ -215,7 +222,7 @@ func resources(s *Spec, o *NodeClassOptions) (capacity, allocatable Resources) {
 	k := &o.Kubelet
 
 	capacity[CPU] = s.VCPU * 1000
-	capacity[Memory] = memoryCapacity(s)
+	capacity[Memory] = memoryCapacity(s, o)
 	capacity[EphemeralStorage] = ephemeralStorage(s, o)
 	capacity[Pods] = podCount(s, flags, k, o.ReservedENIs)
 	capacity[PodENI] = s.PodENI

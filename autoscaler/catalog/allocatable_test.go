@@ -65,6 +65,8 @@ func TestKubeletOverrides(t *testing.T) {
 			cpu: 1930, memory: 6903 * Mi, pods: 29, eph: 17 * Gi},
 		{name: "reserved ENIs", typ: "m5.large", opts: NodeClassOptions{ReservedENIs: 1},
 			cpu: 1930, memory: 6903 * Mi, pods: 2*9 + 2, eph: 17 * Gi},
+		{name: "no VM memory overhead", typ: "m5.large", opts: NodeClassOptions{VMMemoryOverheadPercent: ptr(0.0)},
+			cpu: 1930, memory: (8192 - 574 - 100) * Mi, pods: 29, eph: 17 * Gi},
 		{name: "arm64 CMA reservation", typ: "m6g.large", // 8192 − 64 = 8128; − ceil(609.6) = 7518; − 574 − 100
 			cpu: 1930, memory: 6844 * Mi, pods: 29, eph: 17 * Gi},
 	} {

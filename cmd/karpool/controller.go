@@ -12,6 +12,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/spf13/cobra"
 
+	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/disruption"
 	"github.com/karpool/karpool/internal/featuregates"
 	"github.com/karpool/karpool/internal/operator"
@@ -22,7 +23,10 @@ type controllerFlags struct {
 	kubeconfig  string
 	awsEndpoint string
 	region      string
-	debug       bool
+	logLevel    string
+	qps, burst  int
+	vmOverhead  float64
+	env         *envFlags
 	minSavings  string
 	gates       string
 	cfg         operator.Config
@@ -58,41 +62,60 @@ with Karpenter's messages ("launched nodeclaim", ...). Metrics are served on
 		},
 	}
 	fl := cmd.Flags()
+	env := &envFlags{fs: fl}
+	f.env = env
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file; default $KUBECONFIG, the in-cluster configuration or ~/.kube/config")
-	fl.StringVar(&f.cfg.ClusterName, "cluster-name", os.Getenv("CLUSTER_NAME"), "EKS cluster name (required; default $CLUSTER_NAME)")
-	fl.StringVar(&f.cfg.ClusterEndpoint, "cluster-endpoint", "", "API server URL nodes join; default from EKS DescribeCluster")
-	fl.StringVar(&f.cfg.ClusterCA, "cluster-ca", "", "cluster CA bundle, base64 PEM; default from EKS DescribeCluster")
+	env.StringVar(&f.cfg.ClusterName, "cluster-name", "CLUSTER_NAME", "", "EKS cluster name (required)")
+	env.StringVar(&f.cfg.ClusterEndpoint, "cluster-endpoint", "CLUSTER_ENDPOINT", "", "API server URL nodes join; default from EKS DescribeCluster")
+	env.StringVar(&f.cfg.ClusterCA, "cluster-ca", "CLUSTER_CA_BUNDLE", "", "cluster CA bundle, base64 PEM; default from EKS DescribeCluster")
 	fl.StringVar(&f.cfg.ClusterCIDR, "cluster-cidr", "", "service CIDR; default from EKS DescribeCluster")
 	fl.StringVar(&f.cfg.KubernetesVersion, "kubernetes-version", "", "cluster version (major.minor) for AMI aliases; default from EKS DescribeCluster")
 	fl.StringVar(&f.region, "region", "", "AWS region; default from the SDK chain ($AWS_REGION, shared config)")
 	fl.StringVar(&f.awsEndpoint, "aws-endpoint", "", "send every AWS call to this endpoint (e.g. the simulator); default AWS itself")
-	fl.StringVar(&f.cfg.Namespace, "namespace", envOr("SYSTEM_NAMESPACE", reconciler.DefaultSecretNamespace), "the controller's namespace: PoolSync credential Secrets and the leader lease")
-	fl.StringVar(&f.cfg.MetricsAddr, "metrics-bind-address", "127.0.0.1:8080", `metrics listen address ("0" disables; ":8080" for all interfaces in a pod)`)
-	fl.StringVar(&f.cfg.ProbeAddr, "health-probe-bind-address", "127.0.0.1:8081", `health probe listen address ("0" disables)`)
-	fl.BoolVar(&f.cfg.LeaderElection, "leader-elect", true, "elect one active replica through a Lease in --namespace")
-	fl.DurationVar(&f.cfg.BatchIdle, "batch-idle-duration", time.Second, "a batch of pending pods ends after this long without a new one")
-	fl.DurationVar(&f.cfg.BatchMax, "batch-max-duration", 10*time.Second, "a batch of pending pods ends after this long in any case")
+	env.StringVar(&f.cfg.Namespace, "namespace", "SYSTEM_NAMESPACE", reconciler.DefaultSecretNamespace, "the controller's namespace: PoolSync credential Secrets and the leader lease")
+	// Karpenter sets ports and listens on every interface; the addresses here default to its
+	// ports, on every interface only in a pod.
+	metricsPort, probePort := env.envInt("METRICS_PORT", 8080), env.envInt("HEALTH_PROBE_PORT", 8081)
+	fl.StringVar(&f.cfg.MetricsAddr, "metrics-bind-address", listenAddr(metricsPort), `metrics listen address ("0" disables); the port from $METRICS_PORT, all interfaces in a pod, loopback elsewhere`)
+	fl.StringVar(&f.cfg.ProbeAddr, "health-probe-bind-address", listenAddr(probePort), `health probe listen address ("0" disables); the port from $HEALTH_PROBE_PORT, all interfaces in a pod, loopback elsewhere`)
+	leaderElect := true
+	if disabled, ok := env.envBool("DISABLE_LEADER_ELECTION"); ok {
+		leaderElect = !disabled
+	}
+	fl.BoolVar(&f.cfg.LeaderElection, "leader-elect", leaderElect, "elect one active replica through a Lease in --namespace (env DISABLE_LEADER_ELECTION=true turns it off)")
+	env.IntVar(&f.qps, "kube-client-qps", "KUBE_CLIENT_QPS", 200, "requests per second to the API server, smoothed")
+	env.IntVar(&f.burst, "kube-client-burst", "KUBE_CLIENT_BURST", 300, "requests to the API server in a burst")
+	env.DurationVar(&f.cfg.BatchIdle, "batch-idle-duration", "BATCH_IDLE_DURATION", time.Second, "a batch of pending pods ends after this long without a new one")
+	env.DurationVar(&f.cfg.BatchMax, "batch-max-duration", "BATCH_MAX_DURATION", 10*time.Second, "a batch of pending pods ends after this long in any case")
 	fl.DurationVar(&f.cfg.RegistrationTTL, "registration-ttl", 15*time.Minute, "an instance whose node has not registered after this long is terminated")
 	fl.DurationVar(&f.cfg.GCInterval, "gc-interval", time.Minute, "how often leaked instances and NodeClaims without instances are collected")
-	fl.StringVar(&f.cfg.InterruptionQueue, "interruption-queue", os.Getenv("INTERRUPTION_QUEUE"), "SQS queue with the instances' interruption events (spot interruption, scheduled change, stop/terminate): their NodeClaims are drained and replaced at once (default $INTERRUPTION_QUEUE; empty: none)")
+	env.Float64Var(&f.vmOverhead, "vm-memory-overhead-percent", "VM_MEMORY_OVERHEAD_PERCENT", catalog.VMMemoryOverheadPercent, "share of an instance type's memory the hypervisor keeps, taken off its capacity")
+	env.IntVar(&f.cfg.ReservedENIs, "reserved-enis", "RESERVED_ENIS", 0, "network interfaces per instance kept out of the VPC CNI's pod count")
+	env.StringVar(&f.cfg.InterruptionQueue, "interruption-queue", "INTERRUPTION_QUEUE", "", "SQS queue with the instances' interruption events (spot interruption, scheduled change, stop/terminate): their NodeClaims are drained and replaced at once (empty: none)")
 	fl.BoolVar(&f.cfg.DisruptionDryRun, "disruption-dry-run", false, "decide disruptions as usual but only report them (DisruptionDryRun events, log lines); taint and delete nothing")
 	fl.StringVar(&f.minSavings, "consolidation-min-savings", "", `least a consolidation must save: "10%", USD per hour "0.05", or both "10%,0.05"; NodePools may override it with the karpool.dev/consolidation-min-savings annotation (default: any saving, as Karpenter)`)
-	fl.StringVar(&f.gates, "feature-gates", os.Getenv("FEATURE_GATES"), `optional behaviours, Karpenter's format: "SpotToSpotConsolidation=true" (spot nodes replaced by cheaper spot nodes); Karpenter's other gates are accepted and ignored (default $FEATURE_GATES)`)
+	env.StringVar(&f.gates, "feature-gates", "FEATURE_GATES", "", `optional behaviours, Karpenter's format: "SpotToSpotConsolidation=true" (spot nodes replaced by cheaper spot nodes); Karpenter's other gates are accepted and ignored`)
 	fl.StringVar(&f.cfg.EventsAddr, "events-addr", "", "Flux notification-controller address (Flux's --events-addr, e.g. http://notification-controller.flux-system.svc.cluster.local./): every PoolSync event is also sent there, for Flux Alerts; empty: none")
-	fl.BoolVar(&f.debug, "debug", false, "log debug messages")
+	env.StringVar(&f.logLevel, "log-level", "LOG_LEVEL", "info", "debug, info or error")
 	return cmd
 }
 
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
-}
-
 func runController(ctx context.Context, f controllerFlags) error {
+	if err := f.env.err(); err != nil {
+		return usageError{err}
+	}
 	if f.cfg.ClusterName == "" {
 		return usageError{errors.New("--cluster-name is required (or set CLUSTER_NAME)")}
+	}
+	level, err := operator.ParseLogLevel(f.logLevel)
+	if err != nil {
+		return usageError{fmt.Errorf("--log-level: %w", err)}
+	}
+	if f.qps <= 0 || f.burst <= 0 {
+		return usageError{errors.New("--kube-client-qps and --kube-client-burst must be positive")}
+	}
+	if f.vmOverhead < 0 || f.vmOverhead >= 1 || f.cfg.ReservedENIs < 0 {
+		return usageError{errors.New("--vm-memory-overhead-percent must be in [0, 1) (0.075 is 7.5 %) and --reserved-enis at least 0")}
 	}
 	if f.cfg.BatchIdle <= 0 || f.cfg.BatchMax < f.cfg.BatchIdle {
 		return usageError{errors.New("--batch-idle-duration must be positive and at most --batch-max-duration")}
@@ -111,6 +134,8 @@ func runController(ctx context.Context, f controllerFlags) error {
 	if err != nil {
 		return usageError{err}
 	}
+	kube.QPS, kube.Burst = float32(f.qps), f.burst
+	f.cfg.VMMemoryOverheadPercent = &f.vmOverhead
 	var opts []func(*awsconfig.LoadOptions) error
 	if f.region != "" {
 		opts = append(opts, awsconfig.WithRegion(f.region))
@@ -127,7 +152,7 @@ func runController(ctx context.Context, f controllerFlags) error {
 	}
 	f.cfg.Kube = kube
 	f.cfg.AWS = awsCfg
-	f.cfg.Log = operator.NewJSONLogger(os.Stderr, f.debug)
+	f.cfg.Log = operator.NewJSONLogger(os.Stderr, level)
 	for _, note := range notes {
 		f.cfg.Log.Info(note)
 	}

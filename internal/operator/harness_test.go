@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -93,7 +94,7 @@ func newHarnessWith(t testing.TB, simOpts awssim.Options) *harness {
 		Kube: env.Config, AWS: sim.AWSConfig(), ClusterName: clusterName,
 		MetricsAddr: freeAddr(t), ProbeAddr: freeAddr(t),
 		GCInterval: 5 * time.Second,
-		Log:        operator.NewJSONLogger(io.MultiWriter(h.logs, logFile(t)), false),
+		Log:        operator.NewJSONLogger(io.MultiWriter(h.logs, logFile(t)), slog.LevelInfo),
 	}
 	return h
 }

@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -10,12 +11,8 @@ import (
 
 // NewJSONLogger writes one JSON object per line with the keys Karpenter's logs use ("level",
 // "time", "logger", "message"), so the log lines people grep for ("launched nodeclaim", ...) look
-// the same. debug enables V(1) messages.
-func NewJSONLogger(w io.Writer, debug bool) logr.Logger {
-	level := slog.LevelInfo
-	if debug {
-		level = slog.LevelDebug
-	}
+// the same. slog.LevelDebug enables V(1) messages.
+func NewJSONLogger(w io.Writer, level slog.Level) logr.Logger {
 	h := slog.NewJSONHandler(w, &slog.HandlerOptions{
 		Level: level,
 		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
@@ -32,6 +29,21 @@ func NewJSONLogger(w io.Writer, debug bool) logr.Logger {
 		},
 	})
 	return logr.FromSlogHandler(h)
+}
+
+// ParseLogLevel reads Karpenter's LOG_LEVEL values: debug, info, warn or error.
+func ParseLogLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info", "":
+		return slog.LevelInfo, nil
+	case "warn":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("unknown log level %q: use debug, info, warn or error", s)
 }
 
 func levelName(v any) string {

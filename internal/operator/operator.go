@@ -51,7 +51,8 @@ type Config struct {
 	// Namespace is where the controller runs: credential Secrets of PoolSyncs and the leader
 	// election lease live there.
 	Namespace string
-	// MetricsAddr and ProbeAddr are listen addresses ("0" disables); both default to loopback.
+	// MetricsAddr and ProbeAddr are listen addresses ("0" disables); both default to loopback
+	// (the command's defaults are the in-cluster ones).
 	MetricsAddr, ProbeAddr string
 	LeaderElection         bool
 	// Autoscaler tuning (zero values take the defaults).
@@ -62,6 +63,9 @@ type Config struct {
 	// DisruptionDryRun and MinSavings: see autoscaler.Options.
 	DisruptionDryRun bool
 	MinSavings       disruption.MinSavings
+	// ReservedENIs and VMMemoryOverheadPercent are Karpenter's settings (nil: its default 7.5 %).
+	ReservedENIs            int
+	VMMemoryOverheadPercent *float64
 	// Gates are the feature gates (--feature-gates, Karpenter's FEATURE_GATES).
 	Gates featuregates.Gates
 	// EventsAddr is Flux's notification-controller, which then receives every PoolSync event
@@ -114,7 +118,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	provider, err := awsprovider.New(cfg.AWS, awsprovider.Options{
 		ClusterName: cfg.ClusterName, ClusterEndpoint: cfg.ClusterEndpoint, ClusterCA: cfg.ClusterCA,
 		ClusterCIDR: cfg.ClusterCIDR, KubernetesVersion: cfg.KubernetesVersion,
-		Catalog: cat,
+		Catalog: cat, ReservedENIs: cfg.ReservedENIs, VMMemoryOverheadPercent: cfg.VMMemoryOverheadPercent,
 	})
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -152,7 +153,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 		// The queue PoolSync creates: the rules it creates send the instances' events there.
 		InterruptionQueue: ClusterName,
 		MetricsAddr:       metricsAddr, ProbeAddr: probeAddr,
-		Log: operator.NewJSONLogger(logFile, false),
+		Log: operator.NewJSONLogger(logFile, slog.LevelInfo),
 	}
 	return operator.Run(ctx, cfg, func(r operator.Ready) {
 		say("")

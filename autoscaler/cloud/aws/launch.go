@@ -103,7 +103,7 @@ func (p *Provider) resolve(ctx context.Context, nc *awsv1.EC2NodeClass, k8sVersi
 }
 
 func (p *Provider) resolveNow(ctx context.Context, nc *awsv1.EC2NodeClass, k8sVersion string) (*resolved, error) {
-	opts, err := catalog.NodeClassOptionsFor(&nc.Spec)
+	opts, err := p.classOptions(nc)
 	if err != nil {
 		return nil, fmt.Errorf("EC2NodeClass %s: %w", nc.Name, err)
 	}
@@ -138,7 +138,7 @@ func (p *Provider) resolveNow(ctx context.Context, nc *awsv1.EC2NodeClass, k8sVe
 // and offers there, at the prices AWS publishes (read every instancetype.DiscoveryInterval;
 // the embedded catalog stands in for any API that fails).
 func (p *Provider) InstanceTypes(ctx context.Context, nc *awsv1.EC2NodeClass) ([]catalog.InstanceType, error) {
-	opts, err := catalog.NodeClassOptionsFor(&nc.Spec)
+	opts, err := p.classOptions(nc)
 	if err != nil {
 		return nil, fmt.Errorf("EC2NodeClass %s: %w", nc.Name, err)
 	}

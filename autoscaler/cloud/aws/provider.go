@@ -53,6 +53,10 @@ type Options struct {
 	// Now is the clock (unavailable offerings, resolution cache, instance-type discovery);
 	// default time.Now.
 	Now func() time.Time
+	// ReservedENIs and VMMemoryOverheadPercent are Karpenter's settings of the same names:
+	// they shape every class's instance types (catalog.NodeClassOptions).
+	ReservedENIs            int
+	VMMemoryOverheadPercent *float64
 }
 
 // Provider is the AWS CloudProvider. It is safe for concurrent use.
@@ -205,4 +209,11 @@ func (p *Provider) clusterFacts() Options {
 // offering that was just interrupted would likely be interrupted again.
 func (p *Provider) MarkUnavailable(instanceType, zone, capacityType string) {
 	p.opts.Unavailable.Mark(instanceType, zone, capacityType, p.opts.Now().Add(UnavailableFor))
+}
+
+// classOptions are the class's instance-type options with the provider's settings applied.
+func (p *Provider) classOptions(nc *awsv1.EC2NodeClass) (catalog.NodeClassOptions, error) {
+	opts, err := catalog.NodeClassOptionsFor(&nc.Spec)
+	opts.ReservedENIs, opts.VMMemoryOverheadPercent = p.opts.ReservedENIs, p.opts.VMMemoryOverheadPercent
+	return opts, err
 }

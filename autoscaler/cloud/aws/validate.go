@@ -4,7 +4,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
-	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/awserr"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/userdata"
 )
@@ -13,7 +12,7 @@ import (
 // and kubelet settings are supported, its block devices are sized, and its spec.userData
 // merges with karpool's user data for the family. Errors match awserr.ErrInvalidClass.
 func (p *Provider) ValidateClass(nc *awsv1.EC2NodeClass) error {
-	opts, err := catalog.NodeClassOptionsFor(&nc.Spec)
+	opts, err := p.classOptions(nc)
 	if err != nil {
 		return awserr.Invalidf("EC2NodeClass %s: %v", nc.Name, err)
 	}
