@@ -7,8 +7,8 @@
 # on the same machine (which is what CI is) therefore links instead of rebuilding, and a changed pin
 # gets a new cache key and is rebuilt.
 #
-# Usage: hack/tools.sh [tool...]   (default: kube etcd kwok controller-gen cue gitea — Gitea is
-# the real forge of the pull-request tests; karpenter only when named: Karpenter's kwok provider
+# Usage: hack/tools.sh [tool...]   (default: kube etcd kwok controller-gen cue gitea helm — Gitea is
+# the real forge of the pull-request tests, helm renders charts/karpool in the install test; karpenter only when named: Karpenter's kwok provider
 # and CRDs, for `make bench-vs-karpenter`)
 set -euo pipefail
 
@@ -26,6 +26,7 @@ declare -A version=(
 	[cue]=v0.17.1
 	[karpenter]=v1.14.1
 	[gitea]=v1.26.0
+	[helm]=v4.3.1
 )
 declare -A binaries=(
 	[kube]="kube-apiserver kube-controller-manager kube-scheduler"
@@ -35,8 +36,9 @@ declare -A binaries=(
 	[cue]="cue"
 	[karpenter]="karpenter-kwok karpenter-crds"
 	[gitea]="gitea"
+	[helm]="helm"
 )
-order=(kube etcd kwok controller-gen cue gitea)
+order=(kube etcd kwok controller-gen cue gitea helm)
 
 fail() {
 	echo "tools: FAILED: $*" >&2
@@ -101,6 +103,12 @@ build_karpenter() {
 	mkdir -p "$out/karpenter-crds"
 	cp "$dir"/pkg/apis/crds/*.yaml "$dir"/kwok/apis/crds/*.yaml "$out/karpenter-crds/" || fail "copying Karpenter's CRDs"
 	chmod u+w "$out"/karpenter-crds/*.yaml
+}
+
+build_helm() {
+	# Without the version, helm reports only the minor version (v4.3).
+	(cd "$root/hack/tools/helm" && run go build -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=${version[helm]}" \
+		-o "$1/helm" helm.sh/helm/v4/cmd/helm)
 }
 
 build_gitea() {

@@ -16,12 +16,18 @@ import (
 	"github.com/karpool/karpool/autoscaler/catalog"
 )
 
-// TestControllerProbesAndMetrics runs `karpool controller` as a process: its probes answer,
-// and after seed 003's scale-out its metrics endpoint counts one NodeClaim through every
-// lifecycle step, five pods bound, the pool's usage and its cost at the m5.large list price.
+// TestControllerProbesAndMetrics installs karpool as a user would (the kustomize base and the
+// Helm chart, applied server-side) and runs `karpool controller` as a process with the chart's
+// ServiceAccount token, so it has only the chart's permissions: it elects itself leader, its
+// probes answer, seed 003's scale-out gets its node with nothing forbidden in the log, and its
+// metrics endpoint counts one NodeClaim through every lifecycle step, five pods bound, the
+// pool's usage and its cost at the m5.large list price.
 func TestControllerProbesAndMetrics(t *testing.T) {
 	h := newHarness(t)
-	proc := h.startProcess("--leader-elect=false")
+	ns := "karpool-helm"
+	kubeconfig := h.install(ns)
+	// Debug: failures the controller only reports at debug level (a lost hint) count too.
+	proc := h.startProcess("--kubeconfig", kubeconfig, "--namespace", ns, "--leader-elect=true", "--log-level=debug")
 	h.eventually("probes answer 200", time.Minute, func() error {
 		if err := proc.probe("/healthz"); err != nil {
 			return err
@@ -29,8 +35,13 @@ func TestControllerProbesAndMetrics(t *testing.T) {
 		return proc.probe("/readyz")
 	})
 
-	ns := h.namespace("metrics")
-	h.workshopScaleOut(ns, 5)
+	h.eventually("the controller leads", time.Minute, func() error {
+		if !proc.logs("acting as leader") {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	h.workshopScaleOut(h.namespace("metrics"), 5)
 	nodes := h.karpenterNodes()
 	if len(nodes) != 1 {
 		t.Fatalf("want one node, got %d", len(nodes))
@@ -92,6 +103,11 @@ func TestControllerProbesAndMetrics(t *testing.T) {
 		}
 		return nil
 	})
+	for _, line := range strings.Split(proc.log(), "\n") {
+		if strings.Contains(strings.ToLower(line), "forbidden") {
+			t.Errorf("the chart's RBAC lacks a permission: %s", line)
+		}
+	}
 }
 
 // TestLeaderElectionFailover runs two `karpool controller` replicas with leader election: only
