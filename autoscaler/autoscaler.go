@@ -41,6 +41,8 @@ type Options struct {
 	MinSavings disruption.MinSavings
 	// Gates are the feature gates (Karpenter's FEATURE_GATES).
 	Gates featuregates.Gates
+	// DisruptionValidationDelay: see disruption.Options.ValidationDelay (0: Karpenter's 15 s).
+	DisruptionValidationDelay time.Duration
 	// Registry receives the metrics (normally controller-runtime's metrics.Registry, which the
 	// manager serves).
 	Registry prometheus.Registerer
@@ -94,7 +96,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	if err := mgr.Add(withLogger(disruption.New(mgr.GetClient(), disruption.Options{
 		Recorder: recorder, Metrics: m, Simulator: prov, DryRun: opts.DisruptionDryRun, MinSavings: opts.MinSavings,
-		SpotToSpot: opts.Gates.SpotToSpotConsolidation, Drift: opts.Provider,
+		SpotToSpot: opts.Gates.SpotToSpotConsolidation, Drift: opts.Provider, ValidationDelay: opts.DisruptionValidationDelay,
 	}))); err != nil {
 		return err
 	}

@@ -35,7 +35,7 @@ type Simulator interface {
 
 // consolidation carries a decision from proposal through validation to its end.
 type consolidation struct {
-	// pending was decided at pendingAt; a pass validationDelay later acts on it if it still holds.
+	// pending was decided at pendingAt; a pass the validation delay later acts on it if it still holds.
 	pending   *Command
 	pendingAt time.Time
 	// running is being carried out: candidates marked, replacements launching.
@@ -82,7 +82,7 @@ func (c *Controller) consolidate(ctx context.Context, snap *state.Cluster, now t
 	}
 	r := rules{minSavings: c.opts.MinSavings, spotToSpot: c.opts.SpotToSpot}
 	if pending := c.cons.pending; pending != nil {
-		if now.Sub(c.cons.pendingAt) < validationDelay {
+		if now.Sub(c.cons.pendingAt) < c.opts.ValidationDelay {
 			return nil
 		}
 		c.cons.pending = nil
@@ -99,13 +99,13 @@ func (c *Controller) consolidate(ctx context.Context, snap *state.Cluster, now t
 	if cmd != nil {
 		log.FromContext(ctx).Info("consolidation decided; validating", "candidates", cmd.Key(), "decision", cmd.Decision(),
 			"consolidation-type", cmd.Method, "price", fmt.Sprintf("%.4f", cmd.Price), "new-price", fmt.Sprintf("≤ %.4f", cmd.NewPrice),
-			"after", validationDelay.String())
+			"after", c.opts.ValidationDelay.String())
 		c.cons.pending, c.cons.pendingAt = cmd, now
 	}
 	return nil
 }
 
-// revalidate checks a decision validationDelay after it was taken, as Karpenter's validation
+// revalidate checks a decision the validation delay after it was taken, as Karpenter's validation
 // does: its candidates are all still candidates within the budget, and simulated again they
 // still go, by the same method, for no more than was decided. It returns the command on the
 // fresh state, or nil and why not.

@@ -68,6 +68,9 @@ type Options struct {
 	// SpotToSpot lets consolidation replace spot nodes by cheaper spot nodes (Karpenter's
 	// SpotToSpotConsolidation feature gate).
 	SpotToSpot bool
+	// ValidationDelay is how long a disruption decision waits before it is checked again and
+	// carried out; 0 means DefaultValidationDelay. Tests shorten it.
+	ValidationDelay time.Duration
 }
 
 // New returns the disruption controller.
@@ -75,8 +78,12 @@ func New(c client.Client, opts Options) *Controller {
 	if opts.Recorder == nil {
 		opts.Recorder = &record.FakeRecorder{}
 	}
+	if opts.ValidationDelay <= 0 {
+		opts.ValidationDelay = DefaultValidationDelay
+	}
 	ctl := &Controller{client: c, recorder: opts.Recorder, metrics: opts.Metrics, opts: opts, tracker: NewTracker(),
 		said: map[string]string{}, clouds: map[string]cloudCheck{}}
+	ctl.tracker.validation = opts.ValidationDelay
 	ctl.tracker.held = ctl.cons.held
 	return ctl
 }
@@ -141,7 +148,7 @@ func (c *Controller) pass(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// validate waits validationDelay after a consolidation was proposed in this pass, then checks
+// validate waits the validation delay after a consolidation was proposed in this pass, then checks
 // the decision on a fresh snapshot and acts if it still holds (as Karpenter's validation does,
 // rather than waiting for passes: a scale-down is consolidated in steps of the budget, each
 // step one validation long).
@@ -149,7 +156,7 @@ func (c *Controller) validate(ctx context.Context, proposed time.Time) error {
 	if c.cons.pending == nil || !c.cons.pendingAt.Equal(proposed) {
 		return nil
 	}
-	t := time.NewTimer(validationDelay)
+	t := time.NewTimer(c.opts.ValidationDelay)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():

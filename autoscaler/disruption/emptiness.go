@@ -9,7 +9,7 @@
 //
 // Emptiness: a node of a pool whose consolidateAfter is not Never, that has run no pods but
 // daemonset and static pods for consolidateAfter, is first tainted
-// karpenter.sh/disrupted:NoSchedule; a pass at least validationDelay later deletes its
+// karpenter.sh/disrupted:NoSchedule; a pass at least the validation delay later deletes its
 // NodeClaim if the node is still empty, or lifts the taint if a pod arrived before the taint did.
 package disruption
 
@@ -27,10 +27,11 @@ import (
 	"github.com/karpool/karpool/autoscaler/state"
 )
 
-// validationDelay is how long a node stays marked before it is deleted (Karpenter waits 15 s
+// DefaultValidationDelay is how long a node stays marked before it is deleted, and a
+// consolidation decision waits before it is checked again and carried out (Karpenter waits 15 s
 // before it acts on a decision, for the same reason: a pod the scheduler bound just before the
-// taint shows up in that time).
-const validationDelay = 15 * time.Second
+// taint shows up in that time). Options.ValidationDelay changes it.
+const DefaultValidationDelay = 15 * time.Second
 
 // nominationWindow is how long after its initialization a node is not considered empty: the
 // provisioner planned pods onto it, and under load the scheduler may take that long to bind
@@ -46,11 +47,14 @@ type Tracker struct {
 	protected map[string]time.Time
 	// held, if set, names NodeClaims another disruption marked; their taint stays.
 	held func(claim string) bool
+	// validation is how long a node stays marked before it is deleted.
+	validation time.Duration
 }
 
-// NewTracker returns an empty Tracker.
+// NewTracker returns an empty Tracker that deletes a marked node DefaultValidationDelay later.
 func NewTracker() *Tracker {
-	return &Tracker{emptySince: map[string]time.Time{}, markedAt: map[string]time.Time{}, protected: map[string]time.Time{}}
+	return &Tracker{emptySince: map[string]time.Time{}, markedAt: map[string]time.Time{}, protected: map[string]time.Time{},
+		validation: DefaultValidationDelay}
 }
 
 // protect keeps a NodeClaim from being seen empty until the given time.
@@ -59,7 +63,7 @@ func (t *Tracker) protect(claim string, until time.Time) { t.protected[claim] = 
 // Plan is what one pass does.
 type Plan struct {
 	Mark   []Candidate // taint now, delete at a later pass
-	Delete []Candidate // marked at least validationDelay ago and still empty
+	Delete []Candidate // marked at least the validation delay ago and still empty
 	Unmark []Candidate // marked, but no longer to be removed
 	// Blocked says, per NodePool, why empty nodes past consolidateAfter wait.
 	Blocked map[string]string
@@ -150,7 +154,7 @@ func (t *Tracker) Decide(c *state.Cluster, now time.Time) Plan {
 		for _, cand := range p.eligible {
 			switch {
 			case p.marked[cand.NodeClaim.Name]:
-				if now.Sub(t.markedAt[cand.NodeClaim.Name]) >= validationDelay {
+				if now.Sub(t.markedAt[cand.NodeClaim.Name]) >= t.validation {
 					plan.Delete = append(plan.Delete, cand)
 				}
 			case budget > 0:

@@ -108,7 +108,7 @@ func TestEmptyNodeMarkedThenDeleted(t *testing.T) {
 		{at: 59 * time.Second},
 		{at: time.Minute, mark: []string{"empty"}},
 		{at: time.Minute + 10*time.Second},
-		{at: time.Minute + validationDelay, delete: []string{"empty"}},
+		{at: time.Minute + DefaultValidationDelay, delete: []string{"empty"}},
 	}
 	for _, s := range steps {
 		p := tr.Decide(c.snapshot(), t0.Add(s.at))
@@ -133,7 +133,7 @@ func TestMarkedNodeThatGotAPodIsUnmarked(t *testing.T) {
 	p := tr.Decide(c.snapshot(), t0.Add(time.Minute))
 	c.apply(p)
 	c.run("a", "late")
-	p = tr.Decide(c.snapshot(), t0.Add(time.Minute+validationDelay))
+	p = tr.Decide(c.snapshot(), t0.Add(time.Minute+DefaultValidationDelay))
 	if got := claimNames(p.Unmark); !slices.Equal(got, []string{"a"}) || len(p.Delete) > 0 {
 		t.Fatalf("unmarked %v, deleted %v; want a unmarked and nothing deleted", got, claimNames(p.Delete))
 	}

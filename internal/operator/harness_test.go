@@ -94,7 +94,9 @@ func newHarnessWith(t testing.TB, simOpts awssim.Options) *harness {
 		Kube: env.Config, AWS: sim.AWSConfig(), ClusterName: clusterName,
 		MetricsAddr: freeAddr(t), ProbeAddr: freeAddr(t),
 		GCInterval: 5 * time.Second,
-		Log:        operator.NewJSONLogger(io.MultiWriter(h.logs, logFile(t)), slog.LevelInfo),
+		// Karpenter's 15 s only adds waiting to every disruption test.
+		DisruptionValidationDelay: 5 * time.Second,
+		Log:                       operator.NewJSONLogger(io.MultiWriter(h.logs, logFile(t)), slog.LevelInfo),
 	}
 	return h
 }

@@ -66,6 +66,9 @@ type Config struct {
 	// ReservedENIs and VMMemoryOverheadPercent are Karpenter's settings (nil: its default 7.5 %).
 	ReservedENIs            int
 	VMMemoryOverheadPercent *float64
+	// DisruptionValidationDelay is how long disruption decisions wait before they are carried
+	// out (0: Karpenter's 15 s); tests shorten it.
+	DisruptionValidationDelay time.Duration
 	// Gates are the feature gates (--feature-gates, Karpenter's FEATURE_GATES).
 	Gates featuregates.Gates
 	// EventsAddr is Flux's notification-controller, which then receives every PoolSync event
@@ -153,7 +156,8 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 		Provider: provider, Region: cfg.AWS.Region,
 		BatchIdle: cfg.BatchIdle, BatchMax: cfg.BatchMax, RegistrationTTL: cfg.RegistrationTTL, GCInterval: cfg.GCInterval,
 		DisruptionDryRun: cfg.DisruptionDryRun, MinSavings: cfg.MinSavings, Gates: cfg.Gates,
-		Registry: crmetrics.Registry,
+		DisruptionValidationDelay: cfg.DisruptionValidationDelay,
+		Registry:                  crmetrics.Registry,
 	}); err != nil {
 		return err
 	}
