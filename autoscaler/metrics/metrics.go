@@ -1,6 +1,7 @@
-// Package metrics holds the autoscaler's Prometheus metrics. Names follow Karpenter's where
-// Karpenter has the same measurement (karpenter_nodeclaims_*, karpenter_nodepools_*), so existing
-// dashboards and alerts keep working; measurements Karpenter does not have are karpool_*.
+// Package metrics holds the autoscaler's Prometheus metrics. Where Karpenter (v1.14) has the same
+// measurement, the name, the labels and the meaning are Karpenter's, so existing dashboards and
+// alerts keep working; measurements Karpenter does not have are karpool_*. docs/metrics.md lists
+// every one, and a test holds this package to that list.
 package metrics
 
 import (
@@ -11,6 +12,9 @@ import (
 
 // Metrics are registered once per process, on the registry the manager serves.
 type Metrics struct {
+	// NodeClaimsCreated counts by reason, NodePool and whether minValues was relaxed (never, in
+	// karpool); NodeClaimsTerminated counts NodeClaims whose finalizer was removed, by NodePool,
+	// capacity type and zone (as Karpenter). Launched, registered and initialized are karpool's.
 	NodeClaimsCreated     *prometheus.CounterVec
 	NodeClaimsLaunched    *prometheus.CounterVec
 	NodeClaimsRegistered  *prometheus.CounterVec
@@ -47,11 +51,13 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 	}
 	m := &Metrics{
-		NodeClaimsCreated:     counter("karpenter_nodeclaims_created_total", "NodeClaims created, by NodePool and reason.", "nodepool", "reason"),
-		NodeClaimsLaunched:    counter("karpenter_nodeclaims_launched_total", "NodeClaims whose instance was launched, by NodePool.", "nodepool"),
-		NodeClaimsRegistered:  counter("karpenter_nodeclaims_registered_total", "NodeClaims whose node registered, by NodePool.", "nodepool"),
-		NodeClaimsInitialized: counter("karpenter_nodeclaims_initialized_total", "NodeClaims whose node became initialized, by NodePool.", "nodepool"),
-		NodeClaimsTerminated:  counter("karpenter_nodeclaims_terminated_total", "NodeClaims terminated, by NodePool and reason.", "nodepool", "reason"),
+		NodeClaimsCreated: counter("karpenter_nodeclaims_created_total",
+			"NodeClaims created, by reason, NodePool and whether minValues was relaxed.", "reason", "nodepool", "min_values_relaxed"),
+		NodeClaimsLaunched:    counter("karpool_nodeclaims_launched_total", "NodeClaims whose instance was launched, by NodePool.", "nodepool"),
+		NodeClaimsRegistered:  counter("karpool_nodeclaims_registered_total", "NodeClaims whose node registered, by NodePool.", "nodepool"),
+		NodeClaimsInitialized: counter("karpool_nodeclaims_initialized_total", "NodeClaims whose node became initialized, by NodePool.", "nodepool"),
+		NodeClaimsTerminated: counter("karpenter_nodeclaims_terminated_total",
+			"NodeClaims terminated (finalizer removed), by NodePool, capacity type and zone.", "nodepool", "capacity_type", "zone"),
 		PodBindLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "karpool_pods_pending_to_bound_seconds",
 			Help:    "Time from creation to binding of the pods karpool provisioned capacity for.",

@@ -83,9 +83,6 @@ func (g *GarbageCollector) Collect(ctx context.Context) error {
 			continue
 		}
 		logger.Info("garbage collecting nodeclaim with no cloudprovider representation", "NodeClaim", klog.KRef("", nc.Name), "provider-id", nc.Status.ProviderID)
-		if g.opts.Metrics != nil {
-			g.opts.Metrics.NodeClaimsTerminated.WithLabelValues(nc.Labels[karpv1.LabelNodePool], "garbage_collected").Inc()
-		}
 		if err := g.client.Delete(ctx, nc); client.IgnoreNotFound(err) != nil {
 			errs = append(errs, err)
 		}

@@ -154,9 +154,6 @@ func (l *Lifecycle) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcile
 	case errors.As(err, &ice):
 		logger.Error(err, "failed launching nodeclaim")
 		l.opts.Recorder.Eventf(nc, corev1.EventTypeWarning, "InsufficientCapacityError", "NodeClaim %s event: %s", nc.Name, err.Error())
-		if l.opts.Metrics != nil {
-			l.opts.Metrics.NodeClaimsTerminated.WithLabelValues(nc.Labels[karpv1.LabelNodePool], "insufficient_capacity").Inc()
-		}
 		// Nothing was launched: drop the NodeClaim so the provisioner plans again without the
 		// offerings that just failed.
 		if err := l.client.Delete(ctx, nc); err != nil && !apierrors.IsNotFound(err) {
@@ -234,9 +231,6 @@ func (l *Lifecycle) register(ctx context.Context, nc *karpv1.NodeClaim) (reconci
 		}
 		logger.Info("deleting nodeclaim, node did not register", "ttl", l.opts.RegistrationTTL.String(), "provider-id", nc.Status.ProviderID)
 		l.opts.Recorder.Eventf(nc, corev1.EventTypeWarning, "RegistrationTimeout", "Node for %s did not register within %s; terminating the instance", nc.Status.ProviderID, l.opts.RegistrationTTL)
-		if l.opts.Metrics != nil {
-			l.opts.Metrics.NodeClaimsTerminated.WithLabelValues(nc.Labels[karpv1.LabelNodePool], "liveness").Inc()
-		}
 		if err := l.client.Delete(ctx, nc); err != nil && !apierrors.IsNotFound(err) {
 			return reconcile.Result{}, err
 		}

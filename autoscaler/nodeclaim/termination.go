@@ -86,7 +86,7 @@ func (l *Lifecycle) finalize(ctx context.Context, nc *karpv1.NodeClaim) (reconci
 	}
 	logger.Info("deleted nodeclaim", "Node", klog.KRef("", nodeName), "provider-id", nc.Status.ProviderID)
 	if l.opts.Metrics != nil {
-		l.opts.Metrics.NodeClaimsTerminated.WithLabelValues(nc.Labels[karpv1.LabelNodePool], "deleted").Inc()
+		l.opts.Metrics.NodeClaimsTerminated.WithLabelValues(nc.Labels[karpv1.LabelNodePool], nc.Labels[karpv1.LabelCapacityType], nc.Labels[corev1.LabelTopologyZone]).Inc()
 	}
 	l.opts.CapacityGone()
 	return reconcile.Result{}, nil

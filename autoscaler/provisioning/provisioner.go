@@ -260,7 +260,7 @@ func (p *Provisioner) createNodeClaims(ctx context.Context, planned []scheduling
 		logger.Info("created nodeclaim", "NodePool", klog.KRef("", np.Name), "NodeClaim", klog.KRef("", nc.Name),
 			"requests", nc.Spec.Resources.Requests, "instance-types", instanceTypeNames(rc))
 		if p.opts.Metrics != nil {
-			p.opts.Metrics.NodeClaimsCreated.WithLabelValues(np.Name, reason).Inc()
+			p.opts.Metrics.NodeClaimsCreated.WithLabelValues(reason, np.Name, "false").Inc()
 		}
 		p.nominate(rc.Pods, nc.Name)
 	})

@@ -74,9 +74,9 @@ func TestControllerProbesAndMetrics(t *testing.T) {
 		value  float64
 	}{
 		{"karpenter_nodeclaims_created_total", pool, 1},
-		{"karpenter_nodeclaims_launched_total", pool, 1},
-		{"karpenter_nodeclaims_registered_total", pool, 1},
-		{"karpenter_nodeclaims_initialized_total", pool, 1},
+		{"karpool_nodeclaims_launched_total", pool, 1},
+		{"karpool_nodeclaims_registered_total", pool, 1},
+		{"karpool_nodeclaims_initialized_total", pool, 1},
 		{"karpool_pods_pending_to_bound_seconds", nil, 5},
 		{"karpenter_nodepools_usage", map[string]string{"nodepool": "default", "resource_type": "cpu"}, 2},
 		{"karpenter_nodepools_usage", map[string]string{"nodepool": "default", "resource_type": "nodes"}, 1},
