@@ -94,6 +94,13 @@ type InstanceType struct {
 // capacity type) among the instance types its pool may launch; false when the offering is not
 // among them.
 func PriceOf(its []InstanceType, labels map[string]string) (float64, bool) {
+	o, ok := OfferingOf(its, labels)
+	return o.PricePerHour, ok
+}
+
+// OfferingOf finds the offering a node with these labels was bought as (instance type, zone
+// and capacity type labels).
+func OfferingOf(its []InstanceType, labels map[string]string) (Offering, bool) {
 	name, zone, ct := labels[LabelInstanceType], labels[LabelZone], labels[LabelCapacityType]
 	for i := range its {
 		if its[i].Name != name {
@@ -101,9 +108,9 @@ func PriceOf(its []InstanceType, labels map[string]string) (float64, bool) {
 		}
 		for _, o := range its[i].Offerings {
 			if o.Zone == zone && o.CapacityType == ct {
-				return o.PricePerHour, true
+				return o, true
 			}
 		}
 	}
-	return 0, false
+	return Offering{}, false
 }

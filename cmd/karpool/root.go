@@ -50,5 +50,6 @@ and runs a bundled autoscaling core that launches the cheapest EC2 capacity that
 	root.AddCommand(newApplyCommand())
 	root.AddCommand(newControllerCommand())
 	root.AddCommand(newUpCommand())
+	root.AddCommand(newNodesCommand())
 	return root
 }

@@ -3,6 +3,7 @@ package operator_test
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,13 +17,14 @@ import (
 	"github.com/karpool/karpool/autoscaler/catalog"
 )
 
-// TestControllerProbesAndMetrics installs karpool as a user would (the kustomize base and the
-// Helm chart, applied server-side) and runs `karpool controller` as a process with the chart's
+// TestInstalledController installs karpool as a user would (the kustomize base and the Helm
+// chart, applied server-side) and runs `karpool controller` as a process with the chart's
 // ServiceAccount token, so it has only the chart's permissions: it elects itself leader, its
-// probes answer, seed 003's scale-out gets its node with nothing forbidden in the log, and its
+// probes answer, seed 003's scale-out gets its node with nothing forbidden in the log, its
 // metrics endpoint counts one NodeClaim through every lifecycle step, five pods bound, the
-// pool's usage and its cost at the m5.large list price.
-func TestControllerProbesAndMetrics(t *testing.T) {
+// pool's usage and its cost at the m5.large list price, and `karpool nodes --once` shows the
+// m5.large at its list price with the fleet's totals.
+func TestInstalledController(t *testing.T) {
 	h := newHarness(t)
 	ns := "karpool-helm"
 	kubeconfig := h.install(ns)
@@ -103,6 +105,16 @@ func TestControllerProbesAndMetrics(t *testing.T) {
 		}
 		return nil
 	})
+	out, err := exec.Command(proc.cmd.Path, "nodes", "--once", "--kubeconfig", h.env.Kubeconfig).CombinedOutput()
+	if err != nil {
+		t.Fatalf("karpool nodes --once: %v\n%s", err, out)
+	}
+	listPrice := fmt.Sprintf("$%.4f", wantPrice-it.Offerings[0].VolumesPerHour)
+	for _, want := range []string{"m5.large", "on-demand", zone, listPrice, "5/", fmt.Sprintf("1 node  $%.4f/h  $%.2f/month (730 h)", wantPrice, wantPrice*730)} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("karpool nodes --once lacks %q:\n%s", want, out)
+		}
+	}
 	for _, line := range strings.Split(proc.log(), "\n") {
 		if strings.Contains(strings.ToLower(line), "forbidden") {
 			t.Errorf("the chart's RBAC lacks a permission: %s", line)
