@@ -15,7 +15,7 @@ export CGO_ENABLED := 0
 GOFLAGS += -trimpath
 export GOFLAGS
 
-.PHONY: all build up generate verify-generate tools test test-unit fuzz lint bench bench-vs-karpenter clean
+.PHONY: all build up generate verify-generate tools early-tools test test-unit fuzz lint bench bench-vs-karpenter clean
 
 all: build
 
@@ -50,21 +50,40 @@ verify-generate: generate
 # Three lanes share the two cores. The packages whose tests start a control plane or Gitea run one
 # at a time (two control planes would starve each other); they spend most of their time waiting
 # on the cluster, so the other packages' tests and `make fuzz` (whose cost is compiling
-# instrumented packages) run beside them. The end-to-end lane streams; the other two are printed
-# when all are done. Timings: BENCHMARKS.md "Build and test times".
+# instrumented packages) run beside them. Gitea and helm, which only a few end-to-end packages
+# need, are built beside the other end-to-end packages' tests; the packages that need them run
+# last. The end-to-end lane streams; the others are printed when all are done. Timings:
+# BENCHMARKS.md "Build and test times".
 E2E_IMPORTS := internal/(localenv|giteatest)
-test: tools verify-generate lint
+EARLY_TOOLS := kube etcd kwok controller-gen cue
+LATE_TOOLS := gitea helm
+# The packages that need a late tool: Gitea's (giteatest and its importers) and helm's (the
+# install test in internal/operator).
+LATE_PKGS := /internal/(giteatest|operator)$$
+LATE_IMPORTS := internal/giteatest
+test: early-tools verify-generate lint
+	@rm -f $(BIN)/unit.pkgs $(BIN)/e2e-early.pkgs $(BIN)/e2e-late.pkgs
 	@$(GO) list -f '{{.ImportPath}}{{range .TestImports}} {{.}}{{end}}{{range .XTestImports}} {{.}}{{end}}' ./... \
-		| awk -v re='$(E2E_IMPORTS)' '{ e2e=0; for (i=2; i<=NF; i++) if ($$i ~ re) e2e=1; print $$1 > (e2e ? "$(BIN)/e2e.pkgs" : "$(BIN)/unit.pkgs") }'
-	@$(MAKE) --no-print-directory fuzz > $(BIN)/fuzz.log 2>&1 & fuzz=$$!; \
+		| awk -v re='$(E2E_IMPORTS)' -v latepkg='$(LATE_PKGS)' -v lateimp='$(LATE_IMPORTS)' \
+		'{ e2e=0; late=($$1 ~ latepkg); for (i=2; i<=NF; i++) { if ($$i ~ re) e2e=1; if ($$i ~ lateimp) late=1 } \
+		  print $$1 > (!e2e ? "$(BIN)/unit.pkgs" : late ? "$(BIN)/e2e-late.pkgs" : "$(BIN)/e2e-early.pkgs") }'
+	@hack/tools.sh $(LATE_TOOLS) > $(BIN)/tools-late.log 2>&1 & late=$$!; \
+	$(MAKE) --no-print-directory fuzz > $(BIN)/fuzz.log 2>&1 & fuzz=$$!; \
 	$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) $$(cat $(BIN)/unit.pkgs) > $(BIN)/unit.log 2>&1 & unit=$$!; \
-	$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) $$(cat $(BIN)/e2e.pkgs); status=$$?; \
+	$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) $$(cat $(BIN)/e2e-early.pkgs); status=$$?; \
+	echo "=== $(LATE_TOOLS), built beside those tests"; \
+	if wait $$late; then cat $(BIN)/tools-late.log; \
+		$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) $$(cat $(BIN)/e2e-late.pkgs) || status=1; \
+	else cat $(BIN)/tools-late.log; echo "building $(LATE_TOOLS) failed: skipped $$(cat $(BIN)/e2e-late.pkgs)"; status=1; fi; \
 	wait $$unit; unitstatus=$$?; wait $$fuzz; fuzzed=$$?; \
 	echo; echo "=== unit tests (run beside the end-to-end ones)"; cat $(BIN)/unit.log; \
 	echo; echo "=== make fuzz (run beside the tests)"; cat $(BIN)/fuzz.log; \
 	if [ $$unitstatus -ne 0 ]; then echo "unit tests failed"; status=1; fi; \
 	if [ $$fuzzed -ne 0 ]; then echo "make fuzz failed"; status=1; fi; \
 	exit $$status
+
+early-tools:
+	hack/tools.sh $(EARLY_TOOLS)
 
 # Fuzz targets as package:Target. `go test ./...` already replays each seed corpus; this explores.
 FUZZ_TARGETS := ./schema/vet:FuzzVet ./schema:FuzzParseSchedule ./internal/migrate:FuzzMigrate \
