@@ -66,10 +66,10 @@ func Take(ctx context.Context, r client.Reader) (*Cluster, error) {
 		}
 	}
 	c := &Cluster{
-		Pods: pointers(pods.Items), Nodes: pointers(nodes.Items), DaemonSets: pointers(ds.Items),
-		NodePools: pointers(pools.Items), NodeClaims: pointers(claims.Items), PDBs: pointers(pdbs.Items),
-		Namespaces: pointers(nss.Items), VolumeClaims: pointers(pvcs.Items), Volumes: pointers(pvs.Items),
-		StorageClasses: pointers(scs.Items),
+		Pods: Pointers(pods.Items), Nodes: Pointers(nodes.Items), DaemonSets: Pointers(ds.Items),
+		NodePools: Pointers(pools.Items), NodeClaims: Pointers(claims.Items), PDBs: Pointers(pdbs.Items),
+		Namespaces: Pointers(nss.Items), VolumeClaims: Pointers(pvcs.Items), Volumes: Pointers(pvs.Items),
+		StorageClasses: Pointers(scs.Items),
 		NodeClasses:    make(map[string]*awsv1.EC2NodeClass, len(classes.Items)),
 	}
 	for i := range classes.Items {
@@ -79,8 +79,8 @@ func Take(ctx context.Context, r client.Reader) (*Cluster, error) {
 	return c, nil
 }
 
-// pointers points at each item of a list.
-func pointers[T any](items []T) []*T {
+// Pointers points at each item of a list (for New from listed objects).
+func Pointers[T any](items []T) []*T {
 	out := make([]*T, len(items))
 	for i := range items {
 		out[i] = &items[i]

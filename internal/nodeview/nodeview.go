@@ -74,15 +74,7 @@ func Load(ctx context.Context, r client.Reader, region string, now time.Time) (*
 			return nil, fmt.Errorf("listing %T: %w", l, err)
 		}
 	}
-	return Build(state.New(ptrs(pods.Items), ptrs(nodes.Items), ptrs(claims.Items)), prices(region), now), nil
-}
-
-func ptrs[T any](items []T) []*T {
-	out := make([]*T, len(items))
-	for i := range items {
-		out[i] = &items[i]
-	}
-	return out
+	return Build(state.New(state.Pointers(pods.Items), state.Pointers(nodes.Items), state.Pointers(claims.Items)), prices(region), now), nil
 }
 
 // prices returns the offering of a node by its labels, loading each region's catalog once.
