@@ -116,8 +116,7 @@ func (h *harness) serverSideApply(objs []*unstructured.Unstructured) {
 			if (u.GetKind() == "Namespace") != first {
 				continue
 			}
-			//nolint:staticcheck // client.Apply with unstructured objects is what kubectl does
-			if err := h.c.Patch(h.ctx, u, client.Apply, client.FieldOwner("karpool-install-test"), client.ForceOwnership); err != nil {
+			if err := h.c.Apply(h.ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("karpool-install-test"), client.ForceOwnership); err != nil {
 				h.t.Fatalf("apply %s %s/%s: %v", u.GetKind(), u.GetNamespace(), u.GetName(), err)
 			}
 		}
