@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/karpool/karpool/autoscaler/disruption"
 	"github.com/karpool/karpool/internal/featuregates"
 	"github.com/karpool/karpool/internal/operator"
+	"github.com/karpool/karpool/internal/switchover"
 	"github.com/karpool/karpool/reconciler"
 )
 
@@ -29,6 +31,7 @@ type controllerFlags struct {
 	env         *envFlags
 	minSavings  string
 	gates       string
+	leases      string
 	cfg         operator.Config
 }
 
@@ -83,6 +86,7 @@ with Karpenter's messages ("launched nodeclaim", ...). Metrics are served on
 		leaderElect = !disabled
 	}
 	fl.BoolVar(&f.cfg.LeaderElection, "leader-elect", leaderElect, "elect one active replica through a Lease in --namespace (env DISABLE_LEADER_ELECTION=true turns it off)")
+	fl.StringVar(&f.leases, "karpenter-leases", defaultKarpenterLeases(), "a running Karpenter's leader-election Leases, namespace/name, comma-separated: while one is held karpool does not act; once Karpenter stops, karpool adopts its NodeClaims (empty: none is looked at)")
 	env.IntVar(&f.qps, "kube-client-qps", "KUBE_CLIENT_QPS", 200, "requests per second to the API server, smoothed")
 	env.IntVar(&f.burst, "kube-client-burst", "KUBE_CLIENT_BURST", 300, "requests to the API server in a burst")
 	env.DurationVar(&f.cfg.BatchIdle, "batch-idle-duration", "BATCH_IDLE_DURATION", time.Second, "a batch of pending pods ends after this long without a new one")
@@ -98,6 +102,15 @@ with Karpenter's messages ("launched nodeclaim", ...). Metrics are served on
 	fl.StringVar(&f.cfg.EventsAddr, "events-addr", "", "Flux notification-controller address (Flux's --events-addr, e.g. http://notification-controller.flux-system.svc.cluster.local./): every PoolSync event is also sent there, for Flux Alerts; empty: none")
 	env.StringVar(&f.logLevel, "log-level", "LOG_LEVEL", "info", "debug, info or error")
 	return cmd
+}
+
+// defaultKarpenterLeases lists switchover.DefaultLeases as the flag writes them.
+func defaultKarpenterLeases() string {
+	var names []string
+	for _, l := range switchover.DefaultLeases {
+		names = append(names, l.String())
+	}
+	return strings.Join(names, ",")
 }
 
 func runController(ctx context.Context, f controllerFlags) error {
@@ -130,6 +143,9 @@ func runController(ctx context.Context, f controllerFlags) error {
 		return usageError{fmt.Errorf("--feature-gates: %w", err)}
 	}
 	f.cfg.Gates = gates
+	if f.cfg.KarpenterLeases, err = switchover.ParseLeases(f.leases); err != nil {
+		return usageError{fmt.Errorf("--karpenter-leases: %w", err)}
+	}
 	kube, err := restConfig(f.kubeconfig)
 	if err != nil {
 		return usageError{err}

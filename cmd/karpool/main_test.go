@@ -70,3 +70,15 @@ func TestControllerRejectsUnknownFeatureGate(t *testing.T) {
 		t.Errorf("exit code %d, want 2 for a usage error", code)
 	}
 }
+
+// A Karpenter Lease named without its namespace stops the controller before it connects
+// anywhere, saying the form it wants.
+func TestControllerRejectsLeaseWithoutNamespace(t *testing.T) {
+	_, err := run("controller", "--cluster-name", "demo", "--karpenter-leases", "karpenter-leader-election")
+	if err == nil || !strings.Contains(err.Error(), `--karpenter-leases: lease "karpenter-leader-election": want namespace/name`) {
+		t.Fatalf("error %v, want one naming the lease and the form", err)
+	}
+	if code := exitCode(err); code != 2 {
+		t.Errorf("exit code %d, want 2 for a usage error", code)
+	}
+}

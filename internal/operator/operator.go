@@ -18,6 +18,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/events"
 	fluxmetrics "github.com/fluxcd/pkg/runtime/metrics"
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -35,6 +36,7 @@ import (
 	"github.com/karpool/karpool/autoscaler/metrics"
 	"github.com/karpool/karpool/internal/featuregates"
 	"github.com/karpool/karpool/internal/localenv"
+	"github.com/karpool/karpool/internal/switchover"
 	"github.com/karpool/karpool/reconciler"
 )
 
@@ -55,6 +57,9 @@ type Config struct {
 	// (the command's defaults are the in-cluster ones).
 	MetricsAddr, ProbeAddr string
 	LeaderElection         bool
+	// KarpenterLeases are the Leases of a Karpenter controller: while one is held, karpool does
+	// not act (internal/switchover). Empty: none is looked at.
+	KarpenterLeases []types.NamespacedName
 	// Autoscaler tuning (zero values take the defaults).
 	BatchIdle, BatchMax, RegistrationTTL, GCInterval time.Duration
 	// InterruptionQueue is the SQS queue EventBridge sends the instances' interruption events to
@@ -100,7 +105,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	if cfg.ProbeAddr == "" {
 		cfg.ProbeAddr = "127.0.0.1:8081"
 	}
-	mgr, err := ctrl.NewManager(cfg.Kube, ctrl.Options{
+	opts := ctrl.Options{
 		Scheme:                  localenv.Scheme,
 		Logger:                  cfg.Log,
 		Metrics:                 metricsserver.Options{BindAddress: cfg.MetricsAddr},
@@ -110,9 +115,19 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 		LeaderElectionNamespace: cfg.Namespace,
 		// Losing the lease must stop the process: another replica takes over at once.
 		LeaderElectionReleaseOnCancel: true,
-	})
+	}
+	watchKarpenter, err := holdBackForKarpenter(ctx, cfg, &opts)
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg.Kube, opts)
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
+	}
+	if watchKarpenter != nil {
+		if err := mgr.Add(watchKarpenter); err != nil {
+			return err
+		}
 	}
 	cat, err := catalog.Load(cfg.AWS.Region)
 	if err != nil {
@@ -200,6 +215,34 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 
 // leaseName is the Lease replicas compete for, in Config.Namespace.
 const leaseName = "karpool-leader-election"
+
+// holdBackForKarpenter keeps karpool from acting while a Karpenter controller holds one of
+// cfg.KarpenterLeases. With leader election, karpool's own lock cannot be taken or renewed
+// meanwhile; without, Run waits here until the Leases are free and returns a runnable that stops
+// the manager if Karpenter comes back.
+func holdBackForKarpenter(ctx context.Context, cfg Config, opts *ctrl.Options) (manager.Runnable, error) {
+	if len(cfg.KarpenterLeases) == 0 {
+		return nil, nil
+	}
+	checker, err := switchover.NewChecker(cfg.Kube, cfg.KarpenterLeases)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.LeaderElection {
+		lock, err := switchover.LeaderLock(cfg.Kube, cfg.Namespace, leaseName, checker, cfg.Log.WithName("switchover"))
+		if err != nil {
+			return nil, err
+		}
+		opts.LeaderElectionResourceLockInterface = lock
+		return nil, nil
+	}
+	if err := switchover.Wait(ctx, checker, 5*time.Second, cfg.Log.WithName("switchover")); err != nil {
+		return nil, err
+	}
+	return manager.RunnableFunc(func(ctx context.Context) error {
+		return switchover.Watch(ctx, checker, 10*time.Second)
+	}), nil
+}
 
 // fluxRecorder returns Flux's reconcile metrics recorder, registered once per process (tests
 // run the operator more than once).
