@@ -15,23 +15,29 @@ import (
 func newUpCommand() *cobra.Command {
 	var opts up.Options
 	cmd := &cobra.Command{
-		Use:   "up [--example NAME]",
+		Use:   "up [--example NAME | --demo]",
 		Short: "Run karpool end to end on this machine: control plane, AWS simulator, git server, controller",
 		Long: `up starts, on 127.0.0.1 only:
   - a local Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager,
     kube-scheduler, kwok), building missing binaries first with hack/tools.sh;
   - the AWS simulator, whose instances register as kwok nodes;
   - a git server with one repository holding the example's pools (NodePools,
-    EC2NodeClasses; legacy manifests migrated), and a PoolSync pointing at it;
+    EC2NodeClasses; legacy manifests migrated), and a PoolSync pointing at it, which commits
+    its status to the branch karpool-status;
   - the example's workload (e.g. the inflate Deployment), applied to the cluster outside Git
     as kubectl apply would, so that kubectl scale is not undone by PoolSync;
   - the karpool controller.
 
-It prints the kubeconfig, the git remote to clone and push to, and the metrics URL. Ctrl-C or
-SIGTERM stops everything and removes nothing but what it created.
+It prints each step as it goes, then the kubeconfig, the git remote to clone and push to, and
+the metrics URL. Ctrl-C or SIGTERM stops everything and removes nothing but what it created.
+
+--demo then walks through seed 003 on it, checking every step, and stops everything: inflate
+scaled to 5 and its m5.large shown with labels and cost, a pool change pushed and applied,
+inflate scaled to 0 and the empty node consolidated away, the status commit read back.
 
 Examples: ` + strings.Join(up.Examples(), ", "),
 		Example: `  karpool up
+  karpool up --demo
   karpool up --example seeds/002-hpa-terraform`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -44,5 +50,6 @@ Examples: ` + strings.Join(up.Examples(), ", "),
 	cmd.Flags().StringVar(&opts.Example, "example", "workshop", "example the git repository is seeded from")
 	cmd.Flags().StringVar(&opts.Dir, "dir", "", "parent directory of the environment (default the system temp dir)")
 	cmd.Flags().DurationVar(&opts.Interval, "interval", 15*time.Second, "PoolSync interval")
+	cmd.Flags().BoolVar(&opts.Demo, "demo", false, "walk through seed 003 (scale inflate to 5, look at the node and its cost, push a pool change, scale to 0, read the status commit), checking each step, then stop everything; exits non-zero naming the step that failed")
 	return cmd
 }

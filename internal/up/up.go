@@ -22,6 +22,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
 	"github.com/karpool/karpool/examples"
@@ -29,6 +30,8 @@ import (
 	"github.com/karpool/karpool/internal/gitserver"
 	"github.com/karpool/karpool/internal/localenv"
 	"github.com/karpool/karpool/internal/operator"
+	"github.com/karpool/karpool/reconciler"
+	"github.com/karpool/karpool/reconciler/build"
 )
 
 // ClusterName is the simulated cluster; the examples' discovery tags name it.
@@ -49,6 +52,9 @@ type Options struct {
 	// Out receives progress and the summary; the controller's JSON log goes to a file in the
 	// environment's directory.
 	Out io.Writer
+	// Demo walks through seed 003 once everything is up (the workshop example only) and then
+	// stops everything: Run returns nil when every step passed, else an error naming the step.
+	Demo bool
 }
 
 // Examples lists the names Example accepts: the workshop and the seeds that hold pools.
@@ -66,9 +72,106 @@ func Examples() []string {
 	return names
 }
 
-// Run starts everything, prints how to use it, and blocks until ctx ends; then it stops
-// everything it started.
+// Run starts everything, prints how to use it, and blocks until ctx ends (with --demo: until
+// the demo is done); then it stops everything it started.
 func Run(ctx context.Context, opts Options) (err error) {
+	ex, err := opts.complete()
+	if err != nil {
+		return err
+	}
+	if err := ensureTools(ctx, opts.BinDir, opts.Out); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp(opts.Dir, "karpool-up-")
+	if err != nil {
+		return err
+	}
+	started := time.Now()
+	step := progress(opts.Out)
+	done := step("starting the local control plane in " + dir)
+	env, err := localenv.Start(ctx, localenv.Options{BinDir: opts.BinDir, Dir: dir,
+		Logf: func(f string, a ...any) { fmt.Fprintf(opts.Out, "    "+f+"\n", a...) }})
+	if err != nil {
+		return err
+	}
+	done()
+	defer func() {
+		fmt.Fprintln(opts.Out, "stopping the control plane ...")
+		err = errors.Join(err, env.Stop())
+	}()
+	done = step("starting the AWS simulator (nodes register as kwok nodes)")
+	sim, err := awssim.Start(awssim.Options{ClusterName: ClusterName, Kube: env.Config})
+	if err != nil {
+		return err
+	}
+	defer sim.Close()
+	done()
+	done = step("serving the pools repository, seeded from examples/" + opts.Example)
+	bare := filepath.Join(dir, "git", "pools.git")
+	remote, stopGit, err := serveRepository(ctx, filepath.Dir(bare), opts.Example, ex.pools)
+	if err != nil {
+		return err
+	}
+	defer stopGit()
+	done()
+	c, err := env.Client()
+	if err != nil {
+		return err
+	}
+	done = step("applying the example's workload outside Git")
+	workload, err := applyWorkload(ctx, c, ex.workload)
+	if err != nil {
+		return err
+	}
+	done()
+	done = step("creating PoolSync pools (pools from Git, AWS prerequisites into the simulator, status commits to branch " + reconciler.DefaultStatusBranch + ")")
+	ps, err := createPoolSync(ctx, c, remote, sim.Region(), opts.Interval)
+	if err != nil {
+		return err
+	}
+	done()
+	cfg, closeLog, err := controllerConfig(env, sim, filepath.Join(dir, "controller.log"))
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	// The demo stops everything when it is done; its verdict is Run's.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var d *demo
+	if opts.Demo {
+		d = &demo{c: c, region: sim.Region(), remote: remote, bare: bare, poolSync: ps.Name, out: opts.Out}
+	}
+	demoErr, isUp := make(chan error, 1), make(chan struct{})
+	done = step("starting the karpool controller (log: " + filepath.Join(dir, "controller.log") + ")")
+	err = operator.Run(ctx, cfg, func(r operator.Ready) {
+		done()
+		summary{env: env, sim: sim, remote: remote, metrics: r.MetricsURL, log: filepath.Join(dir, "controller.log"),
+			workload: workload, example: opts.Example, took: time.Since(started), demo: d != nil}.print(opts.Out)
+		close(isUp)
+		if d != nil {
+			go func() {
+				demoErr <- d.run(ctx)
+				stop()
+			}()
+		}
+	})
+	if d == nil {
+		return err
+	}
+	select {
+	case <-isUp:
+		return errors.Join(err, <-demoErr)
+	default:
+		if err == nil && ctx.Err() != nil {
+			err = errors.New("stopped before the demo began")
+		}
+		return err
+	}
+}
+
+// complete fills in the defaults and reads the example.
+func (opts *Options) complete() (*example, error) {
 	if opts.Example == "" {
 		opts.Example = "workshop"
 	}
@@ -78,106 +181,109 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if opts.Out == nil {
 		opts.Out = io.Discard
 	}
+	if opts.Demo && opts.Example != DemoExample {
+		return nil, fmt.Errorf("--demo walks through the %s example, not %s: leave --example out", DemoExample, opts.Example)
+	}
 	if _, err := fs.Stat(examples.FS, opts.Example); err != nil {
-		return fmt.Errorf("unknown example %q; choose one of: %s", opts.Example, strings.Join(Examples(), ", "))
+		return nil, fmt.Errorf("unknown example %q; choose one of: %s", opts.Example, strings.Join(Examples(), ", "))
 	}
 	ex, err := readExample(examples.FS, opts.Example)
 	if err != nil {
-		return fmt.Errorf("example %s: %w; choose one of: %s", opts.Example, err, strings.Join(Examples(), ", "))
+		return nil, fmt.Errorf("example %s: %w; choose one of: %s", opts.Example, err, strings.Join(Examples(), ", "))
 	}
-	say := func(format string, args ...any) { fmt.Fprintf(opts.Out, format+"\n", args...) }
-	if err := ensureTools(ctx, opts.BinDir, opts.Out); err != nil {
-		return err
-	}
-	dir, err := os.MkdirTemp(opts.Dir, "karpool-up-")
-	if err != nil {
-		return err
-	}
-	started := time.Now()
-	say("starting the local control plane in %s ...", dir)
-	env, err := localenv.Start(ctx, localenv.Options{BinDir: opts.BinDir, Dir: dir, Logf: func(f string, a ...any) { say("  "+f, a...) }})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		say("stopping the control plane ...")
-		err = errors.Join(err, env.Stop())
-	}()
-	sim, err := awssim.Start(awssim.Options{ClusterName: ClusterName, Kube: env.Config})
-	if err != nil {
-		return err
-	}
-	defer sim.Close()
-	remote, stopGit, err := serveRepository(ctx, filepath.Join(dir, "git"), opts.Example, ex.pools)
-	if err != nil {
-		return err
-	}
-	defer stopGit()
-	c, err := env.Client()
-	if err != nil {
-		return err
-	}
-	workload, err := applyWorkload(ctx, c, ex.workload)
-	if err != nil {
-		return err
-	}
+	return ex, nil
+}
+
+// createPoolSync creates the PoolSync "pools" for the repository at remote.
+func createPoolSync(ctx context.Context, c client.Client, remote, region string, interval time.Duration) (*v1alpha1.PoolSync, error) {
 	ps := &v1alpha1.PoolSync{
 		ObjectMeta: metav1.ObjectMeta{Name: "pools"},
 		Spec: v1alpha1.PoolSyncSpec{
-			URL: remote, Interval: metav1.Duration{Duration: opts.Interval}, Prune: true,
+			URL: remote, Interval: metav1.Duration{Duration: interval}, Prune: true,
 			Ref: &v1alpha1.GitRef{Branch: "main"},
 			// The AWS prerequisites (node role, instance profiles, controller role and policy,
 			// interruption queue and rules) are made in the simulator as in an account.
-			AWS: &v1alpha1.AWSSpec{Region: sim.Region(), ClusterName: ClusterName, Mode: v1alpha1.AWSModeApply},
+			AWS:    &v1alpha1.AWSSpec{Region: region, ClusterName: ClusterName, Mode: v1alpha1.AWSModeApply},
+			Report: &v1alpha1.ReportSpec{StatusCommits: &v1alpha1.StatusCommitSpec{Branch: reconciler.DefaultStatusBranch}},
 		},
 	}
 	if err := c.Create(ctx, ps); err != nil {
-		return fmt.Errorf("creating the PoolSync: %w", err)
+		return nil, fmt.Errorf("creating the PoolSync: %w", err)
 	}
-	logPath := filepath.Join(dir, "controller.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return err
-	}
-	defer logFile.Close()
+	return ps, nil
+}
+
+// controllerConfig is the controller's configuration on the environment, logging to logPath;
+// the function it returns closes the log.
+func controllerConfig(env *localenv.Env, sim *awssim.Server, logPath string) (operator.Config, func(), error) {
 	metricsAddr, err := freeAddr()
 	if err != nil {
-		return err
+		return operator.Config{}, nil, err
 	}
 	probeAddr, err := freeAddr()
 	if err != nil {
-		return err
+		return operator.Config{}, nil, err
 	}
-	cfg := operator.Config{
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return operator.Config{}, nil, err
+	}
+	return operator.Config{
 		Kube: env.Config, AWS: sim.AWSConfig(), ClusterName: ClusterName,
 		// The queue PoolSync creates: the rules it creates send the instances' events there.
 		InterruptionQueue: ClusterName,
 		MetricsAddr:       metricsAddr, ProbeAddr: probeAddr,
 		Log: operator.NewJSONLogger(logFile, slog.LevelInfo),
+	}, func() { _ = logFile.Close() }, nil
+}
+
+// summary is what `karpool up` prints once everything is up: where things are and what to try.
+type summary struct {
+	env             *localenv.Env
+	sim             *awssim.Server
+	remote, metrics string
+	log, example    string
+	workload        []*build.Object
+	took            time.Duration
+	demo            bool
+}
+
+func (s summary) print(out io.Writer) {
+	say := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
+	say("")
+	say("karpool is up (%s, example %s) in %s", ClusterName, s.example, s.took.Round(100*time.Millisecond))
+	say("  kubeconfig:    export KUBECONFIG=%s", s.env.Kubeconfig)
+	say("  git remote:    git clone %s", s.remote)
+	say("  metrics:       %s", s.metrics)
+	say("  AWS simulator: %s (state: %sstate)", s.sim.URL(), s.sim.AdminURL())
+	say("  controller log: %s", s.log)
+	for _, o := range s.workload {
+		say("  workload:      %s (applied outside Git, field manager %s)", o.ID(), WorkloadFieldManager)
 	}
-	return operator.Run(ctx, cfg, func(r operator.Ready) {
-		say("")
-		say("karpool is up (%s, example %s) in %s", ClusterName, opts.Example, time.Since(started).Round(100*time.Millisecond))
-		say("  kubeconfig:    export KUBECONFIG=%s", env.Kubeconfig)
-		say("  git remote:    git clone %s", remote)
-		say("  metrics:       %s", r.MetricsURL)
-		say("  AWS simulator: %s (state: %sstate)", sim.URL(), sim.AdminURL())
-		say("  controller log: %s", logPath)
-		for _, o := range workload {
-			say("  workload:      %s (applied outside Git, field manager %s)", o.ID(), WorkloadFieldManager)
+	if s.demo {
+		return
+	}
+	say("")
+	say("try:")
+	say("  kubectl get poolsync,nodepools,ec2nodeclasses")
+	for _, o := range s.workload {
+		if o.Object.GetKind() == "Deployment" {
+			say("  kubectl scale%s deployment/%s --replicas 5", namespaceFlag(o.Object.GetNamespace()), o.Object.GetName())
 		}
-		say("")
-		say("try:")
-		say("  kubectl get poolsync,nodepools,ec2nodeclasses")
-		for _, o := range workload {
-			if o.Object.GetKind() == "Deployment" {
-				say("  kubectl scale%s deployment/%s --replicas 5", namespaceFlag(o.Object.GetNamespace()), o.Object.GetName())
-			}
-		}
-		say("  kubectl get nodeclaims,nodes -w")
-		say("  git clone %s pools && cd pools   # edit a pool, commit, git push", remote)
-		say("stop with Ctrl-C")
-	})
+	}
+	say("  kubectl get nodeclaims,nodes -w")
+	say("  git clone %s pools && cd pools   # edit a pool, commit, git push", s.remote)
+	say("stop with Ctrl-C")
+}
+
+// progress returns a function that prints a start-up step as it begins and, through the
+// function it returns, how long it took.
+func progress(out io.Writer) func(what string) func() {
+	return func(what string) func() {
+		fmt.Fprintf(out, "▸ %s ...\n", what)
+		began := time.Now()
+		return func() { fmt.Fprintf(out, "  ✓ %s\n", since(began)) }
+	}
 }
 
 // namespaceFlag is kubectl's -n flag for ns, empty for the default namespace.

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,81 +36,13 @@ import (
 // PoolSync keeps reconciling, then Ctrl-C — and checks nothing it started survives. It takes
 // about five minutes, two of them the hold.
 func TestUp(t *testing.T) {
-	if _, err := localenv.CheckBinaries(""); err != nil {
-		if os.Getenv("KARPOOL_E2E") == "require" {
-			t.Fatalf("KARPOOL_E2E=require: %v", err)
-		}
-		t.Skipf("end-to-end test skipped: %v (run 'make tools', or 'make test' which does)", err)
-	}
+	requireTools(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
 	defer cancel()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "karpool")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/karpool/karpool/cmd/karpool").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
 	dir := t.TempDir()
-	cmd := exec.Command(bin, "up", "--dir", dir, "--interval", "5s")
-	cmd.Dir = root
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	lines := make(chan string, 100)
-	var transcript strings.Builder
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-		exited <- cmd.Wait()
-	}()
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			_ = cmd.Process.Kill()
-			for range lines {
-			}
-			<-exited
-		}
-	})
-
-	var kubeconfig, remote, simAdmin string
-	for kubeconfig == "" || remote == "" || simAdmin == "" {
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				t.Fatalf("karpool up exited before it was ready:\n%s", transcript.String())
-			}
-			transcript.WriteString(line + "\n")
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "kubeconfig:"); ok {
-				kubeconfig = strings.TrimPrefix(strings.TrimSpace(v), "export KUBECONFIG=")
-			}
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "git remote:"); ok {
-				remote = strings.TrimPrefix(strings.TrimSpace(v), "git clone ")
-			}
-			if _, v, ok := strings.Cut(line, "AWS simulator: "); ok {
-				_, state, _ := strings.Cut(v, "(state: ")
-				simAdmin = strings.TrimSuffix(state, "state)")
-			}
-		case <-ctx.Done():
-			t.Fatalf("karpool up not ready in time:\n%s", transcript.String())
-		}
-	}
-	go func() { // keep draining the output
-		for line := range lines {
-			_ = line
-		}
-	}()
+	up := startUp(t, ctx, dir, "--interval", "5s")
+	kubeconfig, remote, simAdmin := up.summary(t, ctx)
+	go up.drain()
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -230,22 +163,192 @@ func TestUp(t *testing.T) {
 	})
 
 	// Ctrl-C: everything stops and nothing started under dir survives.
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+	if err := up.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	stopped = true
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Errorf("karpool up after SIGINT: %v", err)
-		}
-	case <-time.After(time.Minute):
-		_ = cmd.Process.Kill()
-		t.Fatal("karpool up did not stop within a minute of SIGINT")
+	if err := up.wait(time.Minute); err != nil {
+		t.Errorf("karpool up after SIGINT: %v", err)
 	}
-	if s := localenvtest.Survivors([]int{cmd.Process.Pid}, dir); len(s) > 0 {
+	if s := localenvtest.Survivors([]int{up.cmd.Process.Pid}, dir); len(s) > 0 {
 		t.Errorf("processes left behind: %v", s)
 	}
+}
+
+// TestUpDemo runs `karpool up --demo` as a new user would: it must pass every step of the seed-003
+// walkthrough and exit 0, `karpool nodes --once` run beside it while the inflate pods run must
+// show their m5.large at its list price with the fleet's totals, and nothing it started may
+// survive it.
+func TestUpDemo(t *testing.T) {
+	requireTools(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	up := startUp(t, ctx, dir, "--demo", "--interval", "5s")
+	kubeconfig, _, _ := up.summary(t, ctx)
+	up.until(t, ctx, "[2/4]") // step 1 passed: the inflate pods run on their node
+	out, err := exec.Command(up.bin, "nodes", "--once", "--kubeconfig", kubeconfig).CombinedOutput()
+	if err != nil {
+		t.Fatalf("karpool nodes --once: %v\n%s", err, out)
+	}
+	for _, want := range []string{"m5.large", "on-demand", "$0.0960", "5/", "1 node  $"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("karpool nodes --once lacks %q:\n%s", want, out)
+		}
+	}
+	go up.drain()
+	if err := up.wait(6 * time.Minute); err != nil {
+		t.Fatalf("karpool up --demo: %v\n%s", err, up.transcript.String())
+	}
+	for _, want := range []string{"✓ 5 inflate pods Running on", "m5.large", "✓ PoolSync pools applied",
+		"consolidated away", "karpool status for main@", "demo passed: 4 steps"} {
+		if !strings.Contains(up.transcript.String(), want) {
+			t.Errorf("the demo's output lacks %q:\n%s", want, up.transcript.String())
+		}
+	}
+	if s := localenvtest.Survivors([]int{up.cmd.Process.Pid}, dir); len(s) > 0 {
+		t.Errorf("processes left behind: %v", s)
+	}
+}
+
+func requireTools(t *testing.T) {
+	t.Helper()
+	if _, err := localenv.CheckBinaries(""); err != nil {
+		if os.Getenv("KARPOOL_E2E") == "require" {
+			t.Fatalf("KARPOOL_E2E=require: %v", err)
+		}
+		t.Skipf("end-to-end test skipped: %v (run 'make tools', or 'make test' which does)", err)
+	}
+}
+
+// upProcess is a `karpool up` process and its output, line by line.
+type upProcess struct {
+	bin   string
+	cmd   *exec.Cmd
+	lines chan string
+	// exited is closed once the process has exited, with exitErr its exit error.
+	exited     chan struct{}
+	exitErr    error
+	transcript *syncBuilder
+}
+
+// startUp builds karpool and starts `karpool up` in the repository's root with args; the test's
+// end kills it if it still runs.
+func startUp(t *testing.T, ctx context.Context, dir string, args ...string) *upProcess {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := &upProcess{bin: filepath.Join(t.TempDir(), "karpool"), lines: make(chan string, 100), exited: make(chan struct{}), transcript: &syncBuilder{}}
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", up.bin, "github.com/karpool/karpool/cmd/karpool").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	up.cmd = exec.Command(up.bin, append([]string{"up", "--dir", dir}, args...)...)
+	up.cmd.Dir = root
+	stdout, err := up.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	up.cmd.Stderr = up.cmd.Stdout
+	if err := up.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			up.transcript.WriteLine(sc.Text())
+			up.lines <- sc.Text()
+		}
+		close(up.lines)
+		up.exitErr = up.cmd.Wait()
+		close(up.exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-up.exited:
+		default:
+			_ = up.cmd.Process.Kill()
+			up.drain()
+			<-up.exited
+		}
+	})
+	return up
+}
+
+// summary reads the output until the summary printed once everything is up, and returns the
+// kubeconfig, the git remote and the simulator's admin URL from it.
+func (up *upProcess) summary(t *testing.T, ctx context.Context) (kubeconfig, remote, simAdmin string) {
+	t.Helper()
+	for kubeconfig == "" || remote == "" || simAdmin == "" {
+		line := up.next(t, ctx, "the summary")
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "kubeconfig:"); ok {
+			kubeconfig = strings.TrimPrefix(strings.TrimSpace(v), "export KUBECONFIG=")
+		}
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "git remote:"); ok {
+			remote = strings.TrimPrefix(strings.TrimSpace(v), "git clone ")
+		}
+		if _, v, ok := strings.Cut(line, "AWS simulator: "); ok {
+			_, state, _ := strings.Cut(v, "(state: ")
+			simAdmin = strings.TrimSuffix(state, "state)")
+		}
+	}
+	return kubeconfig, remote, simAdmin
+}
+
+// until reads the output until a line contains text.
+func (up *upProcess) until(t *testing.T, ctx context.Context, text string) {
+	t.Helper()
+	for !strings.Contains(up.next(t, ctx, text), text) {
+	}
+}
+
+func (up *upProcess) next(t *testing.T, ctx context.Context, waitingFor string) string {
+	t.Helper()
+	select {
+	case line, ok := <-up.lines:
+		if !ok {
+			t.Fatalf("karpool up exited while the test waited for %s:\n%s", waitingFor, up.transcript.String())
+		}
+		return line
+	case <-ctx.Done():
+		t.Fatalf("karpool up: no %s in time:\n%s", waitingFor, up.transcript.String())
+	}
+	return ""
+}
+
+// drain reads the rest of the output (the transcript keeps it).
+func (up *upProcess) drain() {
+	for range up.lines {
+	}
+}
+
+// wait waits until the process exits (output drained by the caller) and returns its exit error.
+func (up *upProcess) wait(timeout time.Duration) error {
+	select {
+	case <-up.exited:
+		return up.exitErr
+	case <-time.After(timeout):
+		_ = up.cmd.Process.Kill()
+		return fmt.Errorf("did not exit within %s", timeout)
+	}
+}
+
+// syncBuilder is a transcript written by the output reader and read by the test.
+type syncBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuilder) WriteLine(line string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b.WriteString(line + "\n")
+}
+
+func (s *syncBuilder) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // inflateOnOneNode checks the state seed 003 promises after the scale: the Deployment wants 5
