@@ -15,7 +15,7 @@ export CGO_ENABLED := 0
 GOFLAGS += -trimpath
 export GOFLAGS
 
-.PHONY: all build up generate verify-generate tools early-tools test test-unit fuzz lint bench bench-vs-karpenter clean
+.PHONY: all build up generate verify-generate tools early-tools test test-unit fuzz lint fmt bench bench-vs-karpenter clean
 
 all: build
 
@@ -23,10 +23,11 @@ all: build
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/karpool ./cmd/karpool
 
-## up: karpool's main job on this machine (control plane, AWS simulator, git server, controller); Ctrl-C stops it
+## up: karpool's main job on this machine (control plane, AWS simulator, git server, controller); Ctrl-C stops it. UP_FLAGS=--demo walks through seed 003 and stops
+UP_FLAGS ?=
 up: build
-	hack/tools.sh kube etcd kwok
-	$(BIN)/karpool up
+	hack/tools.sh kube etcd kwok kubectl
+	$(BIN)/karpool up $(UP_FLAGS)
 
 ## tools: pinned etcd, kube-apiserver/-controller-manager/-scheduler, kwok, controller-gen, cue, gitea, helm into bin/
 tools:
@@ -49,36 +50,42 @@ verify-generate: generate
 ## test: every test, unit and end-to-end, on the real local control plane, and brief fuzzing
 # Three lanes share the two cores. The packages whose tests start a control plane or Gitea run one
 # at a time (two control planes would starve each other); they spend most of their time waiting
-# on the cluster, so the other packages' tests and `make fuzz` (whose cost is compiling
-# instrumented packages) run beside them. Gitea and helm, which only a few end-to-end packages
-# need, are built beside the other end-to-end packages' tests; the packages that need them run
-# last. The end-to-end lane streams; the others are printed when all are done. Timings:
-# BENCHMARKS.md "Build and test times".
+# on the cluster, so the cores' spare time goes to go vet and the other packages' tests, to
+# `make fuzz` (whose cost is compiling instrumented packages) and to the tools only a few
+# end-to-end packages need: helm (the install test in internal/operator) is built beside the
+# early packages, Gitea beside internal/operator, whose tests mostly wait. The end-to-end lane
+# streams; the others are printed when all are done. Timings: BENCHMARKS.md "Build and test
+# times".
 E2E_IMPORTS := internal/(localenv|giteatest)
 EARLY_TOOLS := kube etcd kwok controller-gen cue
-LATE_TOOLS := gitea helm
-# The packages that need a late tool: Gitea's (giteatest and its importers) and helm's (the
-# install test in internal/operator).
-LATE_PKGS := /internal/(giteatest|operator)$$
-LATE_IMPORTS := internal/giteatest
-test: early-tools verify-generate lint
-	@rm -f $(BIN)/unit.pkgs $(BIN)/e2e-early.pkgs $(BIN)/e2e-late.pkgs
+# The packages that need a late tool: helm's, and Gitea's (giteatest and its importers).
+HELM_PKGS := /internal/operator$$
+GITEA_PKGS := /internal/giteatest$$
+GITEA_IMPORTS := internal/giteatest
+test: early-tools verify-generate fmt
+	@rm -f $(BIN)/unit.pkgs $(BIN)/e2e-early.pkgs $(BIN)/e2e-helm.pkgs $(BIN)/e2e-gitea.pkgs
 	@$(GO) list -f '{{.ImportPath}}{{range .TestImports}} {{.}}{{end}}{{range .XTestImports}} {{.}}{{end}}' ./... \
-		| awk -v re='$(E2E_IMPORTS)' -v latepkg='$(LATE_PKGS)' -v lateimp='$(LATE_IMPORTS)' \
-		'{ e2e=0; late=($$1 ~ latepkg); for (i=2; i<=NF; i++) { if ($$i ~ re) e2e=1; if ($$i ~ lateimp) late=1 } \
-		  print $$1 > (!e2e ? "$(BIN)/unit.pkgs" : late ? "$(BIN)/e2e-late.pkgs" : "$(BIN)/e2e-early.pkgs") }'
-	@hack/tools.sh $(LATE_TOOLS) > $(BIN)/tools-late.log 2>&1 & late=$$!; \
+		| awk -v re='$(E2E_IMPORTS)' -v helm='$(HELM_PKGS)' -v gitea='$(GITEA_PKGS)' -v giteaimp='$(GITEA_IMPORTS)' \
+		'{ e2e=0; g=($$1 ~ gitea); for (i=2; i<=NF; i++) { if ($$i ~ re) e2e=1; if ($$i ~ giteaimp) g=1 } \
+		  print $$1 > (!e2e ? "$(BIN)/unit.pkgs" : g ? "$(BIN)/e2e-gitea.pkgs" : ($$1 ~ helm) ? "$(BIN)/e2e-helm.pkgs" : "$(BIN)/e2e-early.pkgs") }'
+	@touch $(BIN)/e2e-helm.pkgs $(BIN)/e2e-gitea.pkgs
+	@hack/tools.sh helm > $(BIN)/tools-helm.log 2>&1 & helm=$$!; \
 	$(MAKE) --no-print-directory fuzz > $(BIN)/fuzz.log 2>&1 & fuzz=$$!; \
-	$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) $$(cat $(BIN)/unit.pkgs) > $(BIN)/unit.log 2>&1 & unit=$$!; \
+	{ $(GO) vet ./... && $(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) $$(cat $(BIN)/unit.pkgs); } > $(BIN)/unit.log 2>&1 & unit=$$!; \
 	$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) $$(cat $(BIN)/e2e-early.pkgs); status=$$?; \
-	echo "=== $(LATE_TOOLS), built beside those tests"; \
-	if wait $$late; then cat $(BIN)/tools-late.log; \
-		$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) $$(cat $(BIN)/e2e-late.pkgs) || status=1; \
-	else cat $(BIN)/tools-late.log; echo "building $(LATE_TOOLS) failed: skipped $$(cat $(BIN)/e2e-late.pkgs)"; status=1; fi; \
+	echo "=== helm, built beside those tests"; \
+	wait $$helm; helmed=$$?; cat $(BIN)/tools-helm.log; \
+	hack/tools.sh gitea > $(BIN)/tools-gitea.log 2>&1 & gitea=$$!; \
+	if [ $$helmed -eq 0 ]; then $(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) $$(cat $(BIN)/e2e-helm.pkgs) || status=1; \
+	else echo "building helm failed: skipped $$(cat $(BIN)/e2e-helm.pkgs)"; status=1; fi; \
+	echo "=== gitea, built beside those tests"; \
+	if wait $$gitea; then cat $(BIN)/tools-gitea.log; \
+		$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) $$(cat $(BIN)/e2e-gitea.pkgs) || status=1; \
+	else cat $(BIN)/tools-gitea.log; echo "building gitea failed: skipped $$(cat $(BIN)/e2e-gitea.pkgs)"; status=1; fi; \
 	wait $$unit; unitstatus=$$?; wait $$fuzz; fuzzed=$$?; \
-	echo; echo "=== unit tests (run beside the end-to-end ones)"; cat $(BIN)/unit.log; \
+	echo; echo "=== go vet and the unit tests (run beside the end-to-end ones)"; cat $(BIN)/unit.log; \
 	echo; echo "=== make fuzz (run beside the tests)"; cat $(BIN)/fuzz.log; \
-	if [ $$unitstatus -ne 0 ]; then echo "unit tests failed"; status=1; fi; \
+	if [ $$unitstatus -ne 0 ]; then echo "go vet or the unit tests failed"; status=1; fi; \
 	if [ $$fuzzed -ne 0 ]; then echo "make fuzz failed"; status=1; fi; \
 	exit $$status
 
@@ -108,10 +115,12 @@ fuzz:
 test-unit:
 	KARPOOL_E2E= $(GO) test ./...
 
-## lint: gofmt, go vet, and generated files up to date
-lint:
-	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+## lint: gofmt and go vet (make test runs go vet beside the end-to-end tests)
+lint: fmt
 	$(GO) vet ./...
+
+fmt:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 ## bench: every benchmark, then a Markdown table of the results (raw output in bin/bench.txt)
 BENCH_PKGS ?= ./...

@@ -8,8 +8,9 @@
 # gets a new cache key and is rebuilt.
 #
 # Usage: hack/tools.sh [tool...]   (default: kube etcd kwok controller-gen cue gitea helm — Gitea is
-# the real forge of the pull-request tests, helm renders charts/karpool in the install test; karpenter only when named: Karpenter's kwok provider
-# and CRDs, for `make bench-vs-karpenter`)
+# the real forge of the pull-request tests, helm renders charts/karpool in the install test; only
+# when named: kubectl, for the README's commands (`make up`), and karpenter, Karpenter's kwok
+# provider and CRDs, for `make bench-vs-karpenter`)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,6 +21,7 @@ mkdir -p "$bin" "$cache"
 # tool -> version, and tool -> binaries it provides (first one is the build target name).
 declare -A version=(
 	[kube]=v1.36.3
+	[kubectl]=v1.36.3
 	[etcd]=v3.5.17
 	[kwok]=v0.8.0
 	[controller-gen]=v0.21.0
@@ -30,6 +32,7 @@ declare -A version=(
 )
 declare -A binaries=(
 	[kube]="kube-apiserver kube-controller-manager kube-scheduler"
+	[kubectl]="kubectl"
 	[etcd]="etcd"
 	[kwok]="kwok kwok-stages.yaml"
 	[controller-gen]="controller-gen"
@@ -63,6 +66,16 @@ build_kube() {
 		k8s.io/kubernetes/cmd/kube-apiserver \
 		k8s.io/kubernetes/cmd/kube-controller-manager \
 		k8s.io/kubernetes/cmd/kube-scheduler)
+}
+
+build_kubectl() {
+	local v=${version[kubectl]}
+	local minor=${v#v1.}
+	minor=${minor%%.*}
+	# As build_kube: kubectl version then reports the pinned version.
+	(cd "$root/hack/tools/kubectl" && run go build -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$v \
+-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor \
+-X k8s.io/component-base/version.gitTreeState=clean" -o "$1/kubectl" k8s.io/kubernetes/cmd/kubectl)
 }
 
 build_etcd() {
