@@ -19,6 +19,7 @@ import (
 	"github.com/karpool/karpool/autoscaler/nodeclaim"
 	"github.com/karpool/karpool/autoscaler/nodepool"
 	"github.com/karpool/karpool/autoscaler/provisioning"
+	"github.com/karpool/karpool/autoscaler/state"
 	"github.com/karpool/karpool/internal/featuregates"
 )
 
@@ -62,9 +63,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := nodeclaim.IndexFields(ctx, mgr); err != nil {
 		return err
 	}
+	if err := watchMetrics(mgr, m); err != nil {
+		return err
+	}
 	prov := provisioning.New(mgr.GetClient(), provisioning.Options{
-		Provider: opts.Provider, Region: opts.Region, BatchIdle: opts.BatchIdle, BatchMax: opts.BatchMax,
-		Recorder: recorder, Metrics: m,
+		Provider: m.Cloud(opts.Provider, metrics.ControllerProvisioner), Region: opts.Region,
+		BatchIdle: opts.BatchIdle, BatchMax: opts.BatchMax, Recorder: recorder, Metrics: m,
 	})
 	// Runnables get the manager's context, which carries no logger; give them the manager's
 	// (the process-wide default may belong to another manager in tests).
@@ -78,8 +82,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	claimOpts := nodeclaim.Options{
-		Provider: opts.Provider, RegistrationTTL: opts.RegistrationTTL, Recorder: recorder, Metrics: m,
-		CapacityGone: prov.Trigger, Nominated: prov.NominatedTo,
+		Provider: m.Cloud(opts.Provider, metrics.ControllerLifecycle), RegistrationTTL: opts.RegistrationTTL,
+		Recorder: recorder, Metrics: m, CapacityGone: prov.Trigger, Nominated: prov.NominatedTo,
 	}
 	// Launches are slow API calls; let several run at once.
 	if err := nodeclaim.NewLifecycle(mgr.GetClient(), claimOpts).SetupWithManager(mgr, 10); err != nil {
@@ -91,14 +95,34 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := nodeclaim.NewNodeTermination(mgr.GetClient()).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := mgr.Add(withLogger(nodeclaim.NewGarbageCollector(mgr.GetClient(), mgr.GetAPIReader(), opts.GCInterval, claimOpts))); err != nil {
+	gcOpts := claimOpts
+	gcOpts.Provider = m.Cloud(opts.Provider, metrics.ControllerGC)
+	collector, _ := opts.Provider.(nodeclaim.InstanceCollector)
+	if err := mgr.Add(withLogger(nodeclaim.NewGarbageCollector(mgr.GetClient(), mgr.GetAPIReader(), opts.GCInterval, gcOpts, collector))); err != nil {
 		return err
 	}
 	if err := mgr.Add(withLogger(disruption.New(mgr.GetClient(), disruption.Options{
 		Recorder: recorder, Metrics: m, Simulator: prov, DryRun: opts.DisruptionDryRun, MinSavings: opts.MinSavings,
-		SpotToSpot: opts.Gates.SpotToSpotConsolidation, Drift: opts.Provider, ValidationDelay: opts.DisruptionValidationDelay,
+		SpotToSpot: opts.Gates.SpotToSpotConsolidation, Drift: m.Cloud(opts.Provider, metrics.ControllerDisruption),
+		ValidationDelay: opts.DisruptionValidationDelay,
 	}))); err != nil {
 		return err
 	}
-	return nodepool.NewStatus(mgr.GetClient(), opts.Provider, m).SetupWithManager(mgr)
+	return nodepool.NewStatus(mgr.GetClient(), m.Cloud(opts.Provider, metrics.ControllerPoolStatus), m).SetupWithManager(mgr)
+}
+
+// watchMetrics serves the gauges computed at scrape time from the manager's cache (on the
+// leader only) and watches status conditions for their transitions.
+func watchMetrics(mgr ctrl.Manager, m *metrics.Metrics) error {
+	elected := mgr.Elected()
+	m.Cluster.Bind(func(ctx context.Context) (*state.Cluster, error) { return state.Take(ctx, mgr.GetClient()) },
+		func() bool {
+			select {
+			case <-elected:
+				return true
+			default:
+				return false
+			}
+		})
+	return m.Transitions.WatchTransitions(mgr)
 }

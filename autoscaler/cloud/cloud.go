@@ -39,6 +39,8 @@ type CloudProvider interface {
 	// IsDrifted reports why the NodeClaim's instance no longer matches its node class ("" when
 	// it still matches): another AMI, subnet or security groups would be chosen today.
 	IsDrifted(ctx context.Context, nc *karpv1.NodeClaim, nodeClass *awsv1.EC2NodeClass) (DriftReason, error)
+	// Name names the cloud in metrics ("aws").
+	Name() string
 }
 
 // DriftReason says what drifted; empty means nothing did.

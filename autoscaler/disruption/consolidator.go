@@ -56,6 +56,9 @@ func (c *Controller) consolidate(ctx context.Context, snap *state.Cluster, now t
 	}
 	drift := drifted(snap)
 	c.addCloudDrift(ctx, snap, drift)
+	if c.metrics != nil {
+		c.metrics.EligibleNodes.WithLabelValues(eligibleReason(karpv1.DisruptionReasonDrifted)).Set(float64(len(drift)))
+	}
 	if err := c.markDrift(ctx, snap, drift, metav1.NewTime(now)); err != nil {
 		return err
 	}
@@ -75,10 +78,11 @@ func (c *Controller) consolidate(ctx context.Context, snap *state.Cluster, now t
 	}
 	cands, skipped := consolidationCandidates(snap, nodePrice(pools), now)
 	allowed, budget := c.tracker.budgets(snap, karpv1.DisruptionReasonUnderutilized, now)
-	for pool, n := range allowed {
-		if c.metrics != nil {
+	if c.metrics != nil {
+		for pool, n := range allowed {
 			c.metrics.AllowedDisruptions.WithLabelValues(pool, string(karpv1.DisruptionReasonUnderutilized)).Set(float64(n))
 		}
+		c.metrics.EligibleNodes.WithLabelValues(eligibleReason(karpv1.DisruptionReasonUnderutilized)).Set(float64(len(cands)))
 	}
 	r := rules{minSavings: c.opts.MinSavings, spotToSpot: c.opts.SpotToSpot}
 	if pending := c.cons.pending; pending != nil {
@@ -295,3 +299,7 @@ func isFalse(nc *karpv1.NodeClaim, t string) bool {
 	cond := state.Condition(nc, t)
 	return cond != nil && cond.Status == metav1.ConditionFalse
 }
+
+// eligibleReason is a disruption reason as karpenter_voluntary_disruption_eligible_nodes spells
+// it (lower case).
+func eligibleReason(r karpv1.DisruptionReason) string { return strings.ToLower(string(r)) }

@@ -115,10 +115,11 @@ func (c *Controller) pass(ctx context.Context) error {
 		errs = append(errs, c.expire(ctx, nc))
 	}
 	plan := c.tracker.Decide(snap, now)
-	for pool, n := range plan.Allowed {
-		if c.metrics != nil {
+	if c.metrics != nil {
+		for pool, n := range plan.Allowed {
 			c.metrics.AllowedDisruptions.WithLabelValues(pool, string(karpv1.DisruptionReasonEmpty)).Set(float64(n))
 		}
+		c.metrics.EligibleNodes.WithLabelValues(eligibleReason(karpv1.DisruptionReasonEmpty)).Set(float64(plan.Eligible))
 	}
 	for pool, why := range plan.Blocked {
 		for _, np := range snap.NodePools {
@@ -239,7 +240,7 @@ func (c *Controller) expire(ctx context.Context, nc *karpv1.NodeClaim) error {
 // disrupted counts a NodeClaim that disruption deleted.
 func (c *Controller) disrupted(nc *karpv1.NodeClaim, reason string) {
 	if c.metrics != nil {
-		c.metrics.NodeClaimsDisrupted.WithLabelValues(nc.Labels[karpv1.LabelNodePool], nc.Labels[karpv1.LabelCapacityType], reason).Inc()
+		c.metrics.NodeClaimsDisrupted.WithLabelValues(reason, nc.Labels[karpv1.LabelNodePool], nc.Labels[karpv1.LabelCapacityType]).Inc()
 	}
 }
 

@@ -69,6 +69,8 @@ type Plan struct {
 	Blocked map[string]string
 	// Allowed is, per NodePool, how many nodes its budgets let be disrupted for emptiness.
 	Allowed map[string]int
+	// Eligible counts the empty nodes past consolidateAfter, budgets aside.
+	Eligible int
 }
 
 // Candidate is a node with its NodeClaim and NodePool.
@@ -146,6 +148,7 @@ func (t *Tracker) Decide(c *state.Cluster, now time.Time) Plan {
 		p := pools[name]
 		allowed, err := p.pool.AllowedDisruptions(karpv1.DisruptionReasonEmpty, p.count, now)
 		plan.Allowed[name] = allowed
+		plan.Eligible += len(p.eligible)
 		budget := max(allowed-p.disrupting, 0)
 		if err != nil {
 			plan.Blocked[name] = err.Error()

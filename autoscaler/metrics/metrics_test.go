@@ -4,10 +4,14 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/karpool/karpool/internal/metricsdoc"
 )
 
 // TestMetricsMatchTheDocs: every metric the autoscaler registers is in docs/metrics.md with the
@@ -26,8 +30,12 @@ func TestMetricsMatchTheDocs(t *testing.T) {
 		if !ok {
 			t.Fatalf("field %s is not a collector", v.Type().Field(i).Name)
 		}
-		row := describe(t, c)
-		registered[row.name] = row
+		for _, row := range describe(t, c) {
+			if _, dup := registered[row.name]; dup {
+				t.Errorf("%s registered twice", row.name)
+			}
+			registered[row.name] = row
+		}
 	}
 	for name, got := range registered {
 		want, ok := documented[name]
@@ -53,61 +61,73 @@ type metricRow struct {
 
 var descRE = regexp.MustCompile(`fqName: "([^"]+)".*variableLabels: \{([^}]*)\}`)
 
-// describe reads a collector's name and variable labels from its description, and its type
-// from its Go type.
-func describe(t *testing.T, c prometheus.Collector) metricRow {
-	ch := make(chan *prometheus.Desc, 1)
+// describe reads each of a collector's metrics: its name and variable labels (sorted: their
+// order means nothing to Prometheus) from its description, its type from the Go type (the
+// scrape-time gauges are all gauges; the transitions are counters and histograms, told apart by
+// their names).
+func describe(t *testing.T, c prometheus.Collector) []metricRow {
+	ch := make(chan *prometheus.Desc, 100)
 	c.Describe(ch)
-	m := descRE.FindStringSubmatch((<-ch).String())
-	if m == nil {
-		t.Fatalf("cannot read the description of %T", c)
+	close(ch)
+	var out []metricRow
+	for d := range ch {
+		m := descRE.FindStringSubmatch(d.String())
+		if m == nil {
+			t.Fatalf("cannot read the description of %T", c)
+		}
+		row := metricRow{name: m[1], labels: []string{}}
+		if m[2] != "" {
+			row.labels = strings.Split(m[2], ",")
+		}
+		slices.Sort(row.labels)
+		row.kind = kindOf(t, c, row.name)
+		out = append(out, row)
 	}
-	row := metricRow{name: m[1], labels: []string{}}
-	if m[2] != "" {
-		row.labels = strings.Split(m[2], ",")
-	}
-	// A Gauge also has a Counter's methods: ask for it first.
-	switch c.(type) {
-	case *prometheus.GaugeVec, prometheus.Gauge:
-		row.kind = "gauge"
-	case *prometheus.CounterVec, prometheus.Counter:
-		row.kind = "counter"
-	case prometheus.Histogram, *prometheus.HistogramVec:
-		row.kind = "histogram"
-	default:
-		t.Fatalf("%s: unexpected collector type %T", row.name, c)
-	}
-	return row
+	return out
 }
 
-// docTable reads the rows of the docs' metrics table: | `name` | type | `label`, ... | ...
+func kindOf(t *testing.T, c prometheus.Collector, name string) string {
+	// A Gauge also has a Counter's methods: ask for it first.
+	switch c.(type) {
+	case *prometheus.GaugeVec, prometheus.Gauge, *Cluster:
+		return "gauge"
+	case *prometheus.CounterVec, prometheus.Counter:
+		return "counter"
+	case *prometheus.HistogramVec:
+		return "histogram"
+	case prometheus.Metric:
+		// A Histogram and a Summary have the same methods: ask what it writes.
+		var out dto.Metric
+		if err := c.(prometheus.Metric).Write(&out); err != nil {
+			t.Fatal(err)
+		}
+		if out.Summary != nil {
+			return "summary"
+		}
+		return "histogram"
+	case *Transitions:
+		if strings.HasSuffix(name, "_total") {
+			return "counter"
+		}
+		return "histogram"
+	}
+	t.Fatalf("%s: unexpected collector type %T", name, c)
+	return ""
+}
+
+// docTable reads the docs' metrics table.
 func docTable(t *testing.T, path string) map[string]metricRow {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows := map[string]metricRow{}
-	for i, line := range strings.Split(string(data), "\n") {
-		if !strings.HasPrefix(line, "| `") {
-			continue
-		}
-		cells := strings.Split(line, "|")
-		if len(cells) < 5 {
-			t.Fatalf("%s:%d: want | metric | type | labels | ...", path, i+1)
-		}
-		row := metricRow{name: strings.Trim(strings.TrimSpace(cells[1]), "`"), kind: strings.TrimSpace(cells[2]), labels: []string{}}
-		for _, l := range strings.Split(cells[3], ",") {
-			if l = strings.Trim(strings.TrimSpace(l), "`"); l != "" {
-				row.labels = append(row.labels, l)
-			}
-		}
-		if _, dup := rows[row.name]; dup {
-			t.Fatalf("%s:%d: %s listed twice", path, i+1, row.name)
-		}
-		rows[row.name] = row
+	table, err := metricsdoc.Parse(path, data)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(rows) == 0 {
-		t.Fatalf("%s: no metrics table", path)
+	rows := map[string]metricRow{}
+	for name, m := range table {
+		rows[name] = metricRow{name: name, kind: m.Type, labels: m.Labels}
 	}
 	return rows
 }

@@ -26,21 +26,23 @@ type InstanceCollector interface {
 // no longer exists (terminated by AWS or by hand), so their pods get new capacity, and asks the
 // provider to terminate instances that have no NodeClaim (a launch whose NodeClaim was lost).
 type GarbageCollector struct {
-	client   client.Client
-	reader   client.Reader
-	opts     Options
-	interval time.Duration
+	client    client.Client
+	reader    client.Reader
+	opts      Options
+	collector InstanceCollector
+	interval  time.Duration
 }
 
 // NewGarbageCollector returns the collector. reader should read straight from the API server
 // (the manager's APIReader): deciding that an instance has no NodeClaim from a lagging cache
-// would terminate a node that was just launched.
-func NewGarbageCollector(c client.Client, reader client.Reader, interval time.Duration, opts Options) *GarbageCollector {
+// would terminate a node that was just launched. collector, when not nil, terminates the
+// instances no NodeClaim owns (opts.Provider may be a wrapper that hides it).
+func NewGarbageCollector(c client.Client, reader client.Reader, interval time.Duration, opts Options, collector InstanceCollector) *GarbageCollector {
 	opts.defaults()
 	if interval <= 0 {
 		interval = time.Minute
 	}
-	return &GarbageCollector{client: c, reader: reader, opts: opts, interval: interval}
+	return &GarbageCollector{client: c, reader: reader, opts: opts, collector: collector, interval: interval}
 }
 
 // vanishedAfter is how long a launched NodeClaim's instance must have been missing from the
@@ -87,8 +89,8 @@ func (g *GarbageCollector) Collect(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	if collector, ok := g.opts.Provider.(InstanceCollector); ok {
-		ids, err := collector.GarbageCollect(ctx, claims.Items, now)
+	if g.collector != nil {
+		ids, err := g.collector.GarbageCollect(ctx, claims.Items, now)
 		if err != nil {
 			errs = append(errs, err)
 		}

@@ -255,6 +255,7 @@ func (l *Lifecycle) register(ctx context.Context, nc *karpv1.NodeClaim) (reconci
 	logger.Info("registered nodeclaim", "Node", klog.KRef("", node.Name))
 	if l.opts.Metrics != nil {
 		l.opts.Metrics.NodeClaimsRegistered.WithLabelValues(nc.Labels[karpv1.LabelNodePool]).Inc()
+		l.opts.Metrics.NodesCreated.WithLabelValues(nc.Labels[karpv1.LabelNodePool], nc.Labels[corev1.LabelTopologyZone]).Inc()
 	}
 	return l.initialize(ctx, nc)
 }

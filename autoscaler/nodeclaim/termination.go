@@ -67,6 +67,9 @@ func (l *Lifecycle) finalize(ctx context.Context, nc *karpv1.NodeClaim) (reconci
 			if err := l.client.Patch(ctx, node, patch); client.IgnoreNotFound(err) != nil {
 				return reconcile.Result{}, err
 			}
+			if l.opts.Metrics != nil {
+				l.opts.Metrics.NodesTerminated.WithLabelValues(node.Labels[karpv1.LabelNodePool], node.Labels[corev1.LabelTopologyZone]).Inc()
+			}
 		}
 		if node.DeletionTimestamp == nil {
 			if err := l.client.Delete(ctx, node); client.IgnoreNotFound(err) != nil {
@@ -76,8 +79,10 @@ func (l *Lifecycle) finalize(ctx context.Context, nc *karpv1.NodeClaim) (reconci
 	}
 	patch := client.MergeFrom(nc.DeepCopy())
 	controllerutil.RemoveFinalizer(nc, karpv1.TerminationFinalizer)
-	if err := l.client.Patch(ctx, nc, patch); client.IgnoreNotFound(err) != nil {
-		return reconcile.Result{}, err
+	if err := l.client.Patch(ctx, nc, patch); err != nil {
+		// NotFound: a reconcile of a stale copy; the one that removed the finalizer has logged
+		// and counted the termination.
+		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	l.launched.Delete(nc.UID)
 	nodeName := ""

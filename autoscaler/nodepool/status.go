@@ -170,10 +170,10 @@ func (s *Status) export(ctx context.Context, np *karpv1.NodePool, class *awsv1.E
 		return
 	}
 	for name, q := range np.Status.Resources {
-		s.metrics.PoolUsage.WithLabelValues(np.Name, string(name)).Set(q.AsApproximateFloat64())
+		s.metrics.PoolUsage.WithLabelValues(metrics.ResourceType(name), np.Name).Set(metrics.Amount(name, q))
 	}
 	for name, q := range np.Spec.Limits {
-		s.metrics.PoolLimit.WithLabelValues(np.Name, string(name)).Set(q.AsApproximateFloat64())
+		s.metrics.PoolLimit.WithLabelValues(metrics.ResourceType(name), np.Name).Set(metrics.Amount(name, q))
 	}
 	if class == nil || s.provider == nil {
 		return

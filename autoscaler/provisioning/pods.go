@@ -3,10 +3,14 @@ package provisioning
 import (
 	"context"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"github.com/prometheus/client_golang/prometheus"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -17,46 +21,92 @@ import (
 )
 
 // PodWatcher triggers the provisioner when a pod becomes provisionable, and measures how long
-// the pods it saw pending took to get bound.
+// the pods it saw pending took to get bound and to become ready.
 type PodWatcher struct {
 	client      client.Client
 	provisioner *Provisioner
 	metrics     *metrics.Metrics
 
-	mu      sync.Mutex
-	pending map[types.UID]bool
+	mu sync.Mutex
+	// provisionable: seen provisionable (karpool_pods_pending_to_bound_seconds); unbound: seen
+	// pending and not scheduled (karpenter_pods_bound_duration_seconds); unstarted: seen
+	// pending (karpenter_pods_startup_duration_seconds).
+	provisionable, unbound, unstarted map[types.NamespacedName]bool
 }
 
-// NewPodWatcher returns the pod controller feeding p.
+// NewPodWatcher returns the pod controller feeding p and observing into m.
 func NewPodWatcher(c client.Client, p *Provisioner, m *metrics.Metrics) *PodWatcher {
-	return &PodWatcher{client: c, provisioner: p, metrics: m, pending: map[types.UID]bool{}}
+	return &PodWatcher{client: c, provisioner: p, metrics: m,
+		provisionable: map[types.NamespacedName]bool{}, unbound: map[types.NamespacedName]bool{}, unstarted: map[types.NamespacedName]bool{}}
 }
 
 // Reconcile looks at one pod.
 func (w *PodWatcher) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	key := req.NamespacedName
 	pod := &corev1.Pod{}
-	if err := w.client.Get(ctx, req.NamespacedName, pod); err != nil {
+	if err := w.client.Get(ctx, key, pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			w.forget(key)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if pod.DeletionTimestamp != nil {
+		w.forget(key)
+		return reconcile.Result{}, nil
+	}
+	if state.Provisionable(pod) {
+		w.provisioner.TriggerFor(pod.UID)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	switch {
-	case state.Provisionable(pod):
-		w.pending[pod.UID] = true
-		w.provisioner.TriggerFor(pod.UID)
-	case pod.Spec.NodeName != "" && w.pending[pod.UID]:
-		delete(w.pending, pod.UID)
-		if w.metrics != nil {
-			for _, c := range pod.Status.Conditions {
-				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
-					w.metrics.PodBindLatency.Observe(c.LastTransitionTime.Sub(pod.CreationTimestamp.Time).Seconds())
-				}
-			}
+	scheduled, bound := conditionSince(pod, corev1.PodScheduled)
+	ready, started := conditionSince(pod, corev1.PodReady)
+	if state.Provisionable(pod) {
+		w.provisionable[key] = true
+	}
+	if pod.Status.Phase == corev1.PodPending {
+		w.unstarted[key] = true
+		if !bound {
+			w.unbound[key] = true
 		}
-	case pod.DeletionTimestamp != nil:
-		delete(w.pending, pod.UID)
+	}
+	if pod.Spec.NodeName != "" && bound {
+		observe(w.provisionable, key, pod, scheduled, w.metrics.PodBindLatency)
+		observe(w.unbound, key, pod, scheduled, w.metrics.PodBound)
+	}
+	switch {
+	case started:
+		observe(w.unstarted, key, pod, ready, w.metrics.PodStartup)
+	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
+		delete(w.unstarted, key) // a finished pod never becomes ready
 	}
 	return reconcile.Result{}, nil
+}
+
+// observe records the time from the pod's creation to at, if the pod is in seen, and forgets it.
+func observe(seen map[types.NamespacedName]bool, key types.NamespacedName, pod *corev1.Pod, at time.Time, metric prometheus.Observer) {
+	if seen[key] {
+		delete(seen, key)
+		metric.Observe(at.Sub(pod.CreationTimestamp.Time).Seconds())
+	}
+}
+
+func (w *PodWatcher) forget(key types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.provisionable, key)
+	delete(w.unbound, key)
+	delete(w.unstarted, key)
+}
+
+// conditionSince says whether the pod's condition is True, and since when.
+func conditionSince(pod *corev1.Pod, t corev1.PodConditionType) (time.Time, bool) {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == t && c.Status == corev1.ConditionTrue {
+			return c.LastTransitionTime.Time, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // SetupWithManager registers the pod controller.

@@ -163,12 +163,12 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 	p.clearNominations(ctx, stale)
 	if len(in.Pods) == 0 {
 		if p.opts.Metrics != nil {
-			p.opts.Metrics.UnschedulablePods.Set(0)
+			p.opts.Metrics.UnschedulablePods.WithLabelValues(metrics.ControllerProvisioner).Set(0)
 		}
 		return nil
 	}
 	logger.Info("found provisionable pod(s)", "Pods", podNames(in.Pods), "duration", time.Since(start).String())
-	res := scheduling.Solve(in)
+	res := p.solve(in, metrics.ControllerProvisioner)
 	planned := 0
 	for i := range res.NodeClaims {
 		planned += len(res.NodeClaims[i].Pods)
@@ -332,7 +332,17 @@ func (p *Provisioner) SimulateWithout(c *state.Cluster, pools []scheduling.Pool,
 		}
 	}
 	in.Nodes = kept
-	return scheduling.Solve(in)
+	return p.solve(in, metrics.ControllerDisruption)
+}
+
+// solve runs the engine, timed under the controller that asked.
+func (p *Provisioner) solve(in *scheduling.Input, controller string) *scheduling.Result {
+	start := time.Now()
+	res := scheduling.Solve(in)
+	if p.opts.Metrics != nil {
+		p.opts.Metrics.SchedulingDuration.WithLabelValues(controller).Observe(time.Since(start).Seconds())
+	}
+	return res
 }
 
 // Replace creates NodeClaims a disruption decision planned (reason: the metric's label, e.g.
@@ -390,7 +400,7 @@ func (p *Provisioner) NominatedTo(claim string) []types.NamespacedName {
 // naming the reason (a pool limit, taints, requirements...), and says which pools were skipped.
 func (p *Provisioner) reportUnschedulable(ctx context.Context, pods []scheduling.Unschedulable, skipped map[string]string) {
 	if p.opts.Metrics != nil {
-		p.opts.Metrics.UnschedulablePods.Set(float64(len(pods)))
+		p.opts.Metrics.UnschedulablePods.WithLabelValues(metrics.ControllerProvisioner).Set(float64(len(pods)))
 	}
 	if len(pods) == 0 {
 		return

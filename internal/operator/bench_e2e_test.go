@@ -109,7 +109,7 @@ spec:
 	if err != nil {
 		b.Fatal(err)
 	}
-	cost, _ := metricValue(families, "karpool_nodepool_cost_per_hour_dollars", map[string]string{"nodepool": "general"})
+	cost, _ := metricValue(families, "karpenter_nodepools_cost_total", map[string]string{"nodepool": "general"})
 	b.ReportMetric(cost, "$/h")
 	// How many provisioning rounds created NodeClaims: one per batch of pending pods.
 	rounds := strings.Count(proc.log(), `"computed new nodeclaim(s) to fit pod(s)"`)

@@ -3,26 +3,33 @@ package operator_test
 import (
 	"context"
 	"fmt"
+	"maps"
+	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	"github.com/karpool/karpool/autoscaler/catalog"
+	"github.com/karpool/karpool/internal/metricsdoc"
 )
 
 // TestInstalledController installs karpool as a user would (the kustomize base and the Helm
 // chart, applied server-side) and runs `karpool controller` as a process with the chart's
 // ServiceAccount token, so it has only the chart's permissions: it elects itself leader, its
 // probes answer, seed 003's scale-out gets its node with nothing forbidden in the log, its
-// metrics endpoint counts one NodeClaim through every lifecycle step, five pods bound, the
-// pool's usage and its cost at the m5.large list price, and `karpool nodes --once` shows the
+// metrics endpoint counts one NodeClaim through every lifecycle step, five pods bound and
+// started, the node's resources, the pool's usage and its cost at the m5.large list price, the
+// engine's and the cloud's calls and the NodeClaim's conditions, every metric it serves is in
+// docs/metrics.md with that type and those labels, and `karpool nodes --once` shows the
 // m5.large at its list price with the fleet's totals.
 func TestInstalledController(t *testing.T) {
 	h := newHarness(t)
@@ -43,12 +50,15 @@ func TestInstalledController(t *testing.T) {
 		}
 		return nil
 	})
-	h.workshopScaleOut(h.namespace("metrics"), 5)
+	podNS := h.namespace("metrics")
+	h.workshopScaleOut(podNS, 5)
 	nodes := h.karpenterNodes()
 	if len(nodes) != 1 {
 		t.Fatalf("want one node, got %d", len(nodes))
 	}
 	zone := nodes[0].Labels[corev1.LabelTopologyZone]
+	nodeName := nodes[0].Name
+	allocatableCPU := nodes[0].Status.Allocatable.Cpu().AsApproximateFloat64()
 	cat, err := catalog.Load("us-east-1")
 	if err != nil {
 		t.Fatal(err)
@@ -70,6 +80,9 @@ func TestInstalledController(t *testing.T) {
 	}
 
 	pool := map[string]string{"nodepool": "default"}
+	node := func(resource string) map[string]string {
+		return map[string]string{"node_name": nodeName, "nodepool": "default", "zone": zone, "instance_type": "m5.large", "managed": "true", "resource_type": resource}
+	}
 	want := []struct {
 		name   string
 		labels map[string]string
@@ -79,12 +92,22 @@ func TestInstalledController(t *testing.T) {
 		{"karpool_nodeclaims_launched_total", pool, 1},
 		{"karpool_nodeclaims_registered_total", pool, 1},
 		{"karpool_nodeclaims_initialized_total", pool, 1},
+		{"karpenter_nodes_created_total", map[string]string{"nodepool": "default", "zone": zone}, 1},
+		{"karpenter_nodes_allocatable", node("cpu"), allocatableCPU},
+		{"karpenter_nodes_total_pod_requests", node("memory"), 5 << 30},
 		{"karpool_pods_pending_to_bound_seconds", nil, 5},
+		{"karpenter_pods_bound_duration_seconds", nil, 5},
+		{"karpenter_pods_startup_duration_seconds", nil, 5},
+		{"karpenter_pods_state", map[string]string{"namespace": podNS, "node": nodeName, "nodepool": "default", "phase": "Running", "ready": "true"}, 5},
 		{"karpenter_nodepools_usage", map[string]string{"nodepool": "default", "resource_type": "cpu"}, 2},
 		{"karpenter_nodepools_usage", map[string]string{"nodepool": "default", "resource_type": "nodes"}, 1},
 		{"karpenter_nodepools_limit", map[string]string{"nodepool": "default", "resource_type": "cpu"}, 1000},
-		{"karpool_nodepool_cost_per_hour_dollars", pool, wantPrice},
-		{"karpool_unschedulable_pods", nil, 0},
+		{"karpenter_nodepools_cost_total", pool, wantPrice},
+		{"karpenter_scheduler_unschedulable_pods_count", map[string]string{"controller": "provisioner"}, 0},
+		{"karpenter_cloudprovider_duration_seconds", map[string]string{"controller": "nodeclaim.lifecycle", "method": "Create", "provider": "aws"}, 1},
+		{"operator_nodeclaim_status_condition_count", map[string]string{"type": "Initialized", "status": "True", "karpenter_sh_nodepool": "default"}, 1},
+		{"operator_nodeclaim_status_condition_transitions_total", map[string]string{"type": "Initialized", "status": "True", "karpenter_sh_nodepool": "default"}, 1},
+		{"operator_nodepool_status_condition_count", map[string]string{"name": "default", "type": "Ready", "status": "True"}, 1},
 	}
 	// The status controller and the pod watcher update their metrics a moment after the pods
 	// run, so poll until every value holds.
@@ -105,6 +128,14 @@ func TestInstalledController(t *testing.T) {
 		}
 		return nil
 	})
+	families, err := proc.scrape()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := metricValue(families, "karpenter_scheduler_scheduling_duration_seconds", map[string]string{"controller": "provisioner"}); n < 1 {
+		t.Errorf("no provisioning round timed in karpenter_scheduler_scheduling_duration_seconds")
+	}
+	checkMetricsDocumented(t, families)
 	out, err := exec.Command(proc.cmd.Path, "nodes", "--once", "--kubeconfig", h.env.Kubeconfig).CombinedOutput()
 	if err != nil {
 		t.Fatalf("karpool nodes --once: %v\n%s", err, out)
@@ -184,4 +215,49 @@ func (h *harness) leaseHolder(ns string) string {
 		return ""
 	}
 	return *lease.Spec.HolderIdentity
+}
+
+// checkMetricsDocumented compares every karpenter_*, operator_* and karpool_* family the process
+// serves with docs/metrics.md: documented, of that type, and with no label the table lacks (the
+// text format drops empty labels, so a served family may show fewer).
+func checkMetricsDocumented(t *testing.T, families map[string]*dto.MetricFamily) {
+	t.Helper()
+	path := repoFile("docs", "metrics.md")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented, err := metricsdoc.Parse(path, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for name, f := range families {
+		if !strings.HasPrefix(name, "karpenter_") && !strings.HasPrefix(name, "operator_") && !strings.HasPrefix(name, "karpool_") {
+			continue
+		}
+		checked++
+		doc, ok := documented[name]
+		if !ok {
+			t.Errorf("the controller serves %s, which docs/metrics.md does not list", name)
+			continue
+		}
+		if served := strings.ToLower(f.GetType().String()); served != doc.Type {
+			t.Errorf("%s is served as a %s, documented as a %s", name, served, doc.Type)
+		}
+		undocumented := map[string]bool{}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if !slices.Contains(doc.Labels, l.GetName()) {
+					undocumented[l.GetName()] = true
+				}
+			}
+		}
+		if len(undocumented) > 0 {
+			t.Errorf("%s is served with labels %v, documented with %v", name, slices.Sorted(maps.Keys(undocumented)), doc.Labels)
+		}
+	}
+	if checked < 30 {
+		t.Errorf("only %d karpenter_/operator_/karpool_ families served", checked)
+	}
 }

@@ -154,7 +154,7 @@ func (p *controllerProcess) scrape() (map[string]*dto.MetricFamily, error) {
 }
 
 // metricValue sums the samples of a family whose labels include these: counters and gauges
-// by value, histograms by observation count. found is false when no sample matches.
+// by value, histograms and summaries by observation count. found is false when no sample matches.
 func metricValue(families map[string]*dto.MetricFamily, name string, labels map[string]string) (sum float64, found bool) {
 	f := families[name]
 	if f == nil {
@@ -181,6 +181,8 @@ next:
 			sum += m.GetGauge().GetValue()
 		case m.Histogram != nil:
 			sum += float64(m.GetHistogram().GetSampleCount())
+		case m.Summary != nil:
+			sum += float64(m.GetSummary().GetSampleCount())
 		}
 	}
 	return sum, found

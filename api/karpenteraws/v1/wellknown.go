@@ -35,6 +35,9 @@ const (
 
 	LabelPlacementGroupID        = "karpenter.k8s.aws/placement-group-id"
 	LabelPlacementGroupPartition = "karpenter.k8s.aws/placement-group-partition"
+
+	// LabelTopologyZoneID is the zone's ID (use1-az1), the same in every account.
+	LabelTopologyZoneID = "topology.k8s.aws/zone-id"
 )
 
 // WellKnownLabels are the karpenter.k8s.aws label keys that the upstream NodePool and NodeClaim

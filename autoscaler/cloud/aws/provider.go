@@ -88,6 +88,9 @@ type Provider struct {
 
 var _ cloud.CloudProvider = (*Provider)(nil)
 
+// Name is the provider's name in metrics, as Karpenter's AWS provider calls itself.
+func (p *Provider) Name() string { return "aws" }
+
 // New returns a Provider using the SDK configuration cfg (credentials from the standard chain,
 // region, endpoint). Throttled calls are retried with the SDK's adaptive retryer, up to 10
 // attempts, so a burst of throttling slows launches down instead of failing them.

@@ -160,7 +160,7 @@ func (c *Controller) act(ctx context.Context, msg Message, nc *karpv1.NodeClaim)
 		return fmt.Errorf("deleting NodeClaim %s: %w", nc.Name, err)
 	}
 	if c.opts.Metrics != nil {
-		c.opts.Metrics.NodeClaimsDisrupted.WithLabelValues(nc.Labels[karpv1.LabelNodePool], nc.Labels[karpv1.LabelCapacityType], "interruption").Inc()
+		c.opts.Metrics.NodeClaimsDisrupted.WithLabelValues("interruption", nc.Labels[karpv1.LabelNodePool], nc.Labels[karpv1.LabelCapacityType]).Inc()
 	}
 	return nil
 }
