@@ -26,10 +26,10 @@ build:
 ## up: karpool's main job on this machine (control plane, AWS simulator, git server, controller); Ctrl-C stops it. UP_FLAGS=--demo walks through seed 003 and stops
 UP_FLAGS ?=
 up: build
-	hack/tools.sh kube etcd kwok kubectl
+	hack/tools.sh kube etcd kwok metrics-server kubectl
 	$(BIN)/karpool up $(UP_FLAGS)
 
-## tools: pinned etcd, kube-apiserver/-controller-manager/-scheduler, kwok, controller-gen, cue, gitea, helm into bin/
+## tools: pinned etcd, kube-apiserver/-controller-manager/-scheduler, kwok, metrics-server, controller-gen, cue, gitea, helm into bin/
 tools:
 	hack/tools.sh
 
@@ -57,7 +57,7 @@ verify-generate: generate
 # streams; the others are printed when all are done. Timings: BENCHMARKS.md "Build and test
 # times".
 E2E_IMPORTS := internal/(localenv|giteatest)
-EARLY_TOOLS := kube etcd kwok controller-gen cue
+EARLY_TOOLS := kube etcd kwok metrics-server controller-gen cue
 # The packages that need a late tool: helm's, and Gitea's (giteatest and its importers).
 HELM_PKGS := /internal/operator$$
 GITEA_PKGS := /internal/giteatest$$

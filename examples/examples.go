@@ -5,7 +5,7 @@ package examples
 
 import "embed"
 
-// FS holds workshop/ and seeds/.
+// FS holds workshop/, hpa/ and seeds/.
 //
-//go:embed workshop seeds
+//go:embed workshop hpa seeds
 var FS embed.FS

@@ -7,8 +7,9 @@
 # on the same machine (which is what CI is) therefore links instead of rebuilding, and a changed pin
 # gets a new cache key and is rebuilt.
 #
-# Usage: hack/tools.sh [tool...]   (default: kube etcd kwok controller-gen cue gitea helm — Gitea is
-# the real forge of the pull-request tests, helm renders charts/karpool in the install test; only
+# Usage: hack/tools.sh [tool...]   (default: kube etcd kwok metrics-server controller-gen cue gitea helm —
+# metrics-server serves the local control plane's metrics API, Gitea is the real forge of the
+# pull-request tests, helm renders charts/karpool in the install test; only
 # when named: kubectl, for the README's commands (`make up`), and karpenter, Karpenter's kwok
 # provider and CRDs, for `make bench-vs-karpenter`)
 set -euo pipefail
@@ -24,6 +25,7 @@ declare -A version=(
 	[kubectl]=v1.36.3
 	[etcd]=v3.5.17
 	[kwok]=v0.8.0
+	[metrics-server]=v0.9.0
 	[controller-gen]=v0.21.0
 	[cue]=v0.17.1
 	[karpenter]=v1.14.1
@@ -35,13 +37,14 @@ declare -A binaries=(
 	[kubectl]="kubectl"
 	[etcd]="etcd"
 	[kwok]="kwok kwok-stages.yaml"
+	[metrics-server]="metrics-server"
 	[controller-gen]="controller-gen"
 	[cue]="cue"
 	[karpenter]="karpenter-kwok karpenter-crds"
 	[gitea]="gitea"
 	[helm]="helm"
 )
-order=(kube etcd kwok controller-gen cue gitea helm)
+order=(kube etcd kwok metrics-server controller-gen cue gitea helm)
 
 fail() {
 	echo "tools: FAILED: $*" >&2
@@ -97,6 +100,12 @@ build_kwok() {
 		first=0
 		cat "$dir/kustomize/stage/$f" >>"$out/kwok-stages.yaml"
 	done
+}
+
+build_metrics-server() {
+	# Without the version, metrics-server reports v0.0.0-master.
+	(cd "$root/hack/tools/metrics-server" && run go build -ldflags "-s -w -X k8s.io/client-go/pkg/version.gitVersion=${version[metrics-server]}" \
+		-o "$1/metrics-server" sigs.k8s.io/metrics-server/cmd/metrics-server)
 }
 
 build_controller-gen() {

@@ -1,6 +1,7 @@
 // Package localenv runs a real, local Kubernetes control plane for end-to-end tests and for
-// `karpool up`: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (which
-// plays the kubelet for nodes annotated kwok.x-k8s.io/node=fake). Every component is a real binary
+// `karpool up`: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (which plays
+// the kubelet for nodes annotated kwok.x-k8s.io/node=fake, resource metrics included) and
+// metrics-server (the metrics API HorizontalPodAutoscalers read). Every component is a real binary
 // built by `make tools`, listening on free 127.0.0.1 ports in a private temporary directory, so
 // several environments can run side by side.
 package localenv
@@ -17,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,7 +40,7 @@ import (
 const KwokNodeAnnotation = "kwok.x-k8s.io/node"
 
 // Binaries the environment runs, all found in Options.BinDir.
-var Binaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kwok-stages.yaml"}
+var Binaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kwok-stages.yaml", "metrics-server"}
 
 // Options configures Start. The zero value works inside this repository after `make tools`.
 type Options struct {
@@ -129,11 +131,12 @@ func DefaultBinDir() (string, error) {
 }
 
 // tokens of the local users; the file lives in the private directory and dies with it.
-type tokens struct{ admin, scheduler, controllerManager string }
+type tokens struct{ admin, scheduler, controllerManager, metricsServer string }
 
 // Start launches the control plane and returns when it is ready: the API server answers /readyz,
 // the scheduler and controller manager answer /healthz, kwok runs, the default ServiceAccount
-// exists (so pods can be created), and karpool's CRDs are established. On failure every started
+// exists (so pods can be created), karpool's CRDs are established and the metrics API is
+// available. On failure every started
 // process is stopped and the error carries the tail of each component's log.
 func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	bin, err := CheckBinaries(opts.BinDir)
@@ -166,21 +169,21 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	if err != nil {
 		return env, fmt.Errorf("creating certificates: %w", err)
 	}
-	tok := tokens{admin: randomToken(), scheduler: randomToken(), controllerManager: randomToken()}
+	tok := tokens{admin: randomToken(), scheduler: randomToken(), controllerManager: randomToken(), metricsServer: randomToken()}
 	tokenFile := filepath.Join(dir, "tokens.csv")
 	// Each component authenticates as the user its bootstrap RBAC role is bound to, so it has the
 	// permissions it has in a real cluster and no more; kwok stands in for kubelets and runs as admin.
-	tokenCSV := fmt.Sprintf("%s,karpool-admin,1,system:masters\n%s,system:kube-scheduler,2\n%s,system:kube-controller-manager,3\n",
-		tok.admin, tok.scheduler, tok.controllerManager)
+	tokenCSV := fmt.Sprintf("%s,karpool-admin,1,system:masters\n%s,system:kube-scheduler,2\n%s,system:kube-controller-manager,3\n%s,%s,4\n",
+		tok.admin, tok.scheduler, tok.controllerManager, tok.metricsServer, metricsServerUser)
 	if err := os.WriteFile(tokenFile, []byte(tokenCSV), 0o600); err != nil {
 		return env, err
 	}
 
-	ports, err := freePorts(6)
+	ports, err := freePorts(7)
 	if err != nil {
 		return env, err
 	}
-	etcdClient, etcdPeer, apiPort, cmPort, schedPort, kwokPort := ports[0], ports[1], ports[2], ports[3], ports[4], ports[5]
+	etcdClient, etcdPeer, apiPort, cmPort, schedPort, kwokPort, msPort := ports[0], ports[1], ports[2], ports[3], ports[4], ports[5], ports[6]
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdClient)
 	apiURL := "https://127.0.0.1:" + strconv.Itoa(apiPort)
 
@@ -205,22 +208,23 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	}
 
 	logf("localenv: starting kube-apiserver on %s", apiURL)
-	api, err := env.start("kube-apiserver", filepath.Join(bin, "kube-apiserver"),
-		"--etcd-servers="+etcdURL,
+	api, err := env.start("kube-apiserver", filepath.Join(bin, "kube-apiserver"), append([]string{
+		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(apiPort),
-		"--tls-cert-file="+certs.servingCert,
-		"--tls-private-key-file="+certs.servKey,
-		"--client-ca-file="+certs.caCert,
-		"--cert-dir="+filepath.Join(dir, "apiserver-certs"),
+		"--secure-port=" + strconv.Itoa(apiPort),
+		"--tls-cert-file=" + certs.servingCert,
+		"--tls-private-key-file=" + certs.servKey,
+		"--client-ca-file=" + certs.caCert,
+		"--cert-dir=" + filepath.Join(dir, "apiserver-certs"),
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+certs.saPub,
-		"--service-account-signing-key-file="+certs.saKey,
-		"--token-auth-file="+tokenFile,
+		"--service-account-key-file=" + certs.saPub,
+		"--service-account-signing-key-file=" + certs.saKey,
+		"--token-auth-file=" + tokenFile,
 		"--authorization-mode=RBAC",
 		"--service-cluster-ip-range=10.96.0.0/24",
 		"--allow-privileged=true",
+	}, apiserverAggregationFlags(certs)...)...,
 	)
 	if err != nil {
 		return env, err
@@ -241,6 +245,14 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	}
 	cmKubeconfig := filepath.Join(dir, "controller-manager.kubeconfig")
 	if err := writeKubeconfig(cmKubeconfig, apiURL, certs.caPEM, "system:kube-controller-manager", tok.controllerManager); err != nil {
+		return env, err
+	}
+	msKubeconfig := filepath.Join(dir, "metrics-server.kubeconfig")
+	if err := writeKubeconfig(msKubeconfig, apiURL, certs.caPEM, metricsServerUser, tok.metricsServer); err != nil {
+		return env, err
+	}
+	kwokMetrics := filepath.Join(dir, "kwok-metrics.yaml")
+	if err := os.WriteFile(kwokMetrics, kwokMetricsConfig, 0o600); err != nil {
 		return env, err
 	}
 
@@ -264,7 +276,7 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 		// system:kube-controller-manager role alone cannot even patch nodes.
 		"--use-service-account-credentials=true",
 		"--leader-elect=false",
-	}, qpsFlags(opts.ComponentQPS)...)...,
+	}, slices.Concat(hpaFlags, qpsFlags(opts.ComponentQPS))...)...,
 	)
 	if err != nil {
 		return env, err
@@ -284,14 +296,15 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 		return env, err
 	}
 	logf("localenv: starting kwok")
-	kwok, err := env.start("kwok", filepath.Join(bin, "kwok"),
-		"--kubeconfig="+env.Kubeconfig,
-		"--config="+filepath.Join(bin, "kwok-stages.yaml"),
+	kwok, err := env.start("kwok", filepath.Join(bin, "kwok"), append([]string{
+		"--kubeconfig=" + env.Kubeconfig,
+		"--config=" + filepath.Join(bin, "kwok-stages.yaml"),
 		"--manage-all-nodes=false",
-		"--manage-nodes-with-annotation-selector="+KwokNodeAnnotation+"=fake",
+		"--manage-nodes-with-annotation-selector=" + KwokNodeAnnotation + "=fake",
 		// Leases keep nodelifecycle from declaring kwok's nodes unreachable after the grace period.
 		"--node-lease-duration-seconds=40",
-		"--server-address=127.0.0.1:"+strconv.Itoa(kwokPort),
+		"--server-address=127.0.0.1:" + strconv.Itoa(kwokPort),
+	}, kwokMetricsFlags(kwokMetrics, kwokPort)...)...,
 	)
 	if err != nil {
 		return env, err
@@ -318,6 +331,10 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 		if err := InstallCRDs(ctx, c); err != nil {
 			return env, err
 		}
+	}
+	logf("localenv: starting metrics-server")
+	if err := env.startMetricsServer(ctx, c, bin, msKubeconfig, certs, msPort, kwokPort); err != nil {
+		return env, err
 	}
 	logf("localenv: ready (kubeconfig %s)", env.Kubeconfig)
 	return env, nil

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -135,11 +136,11 @@ func TestStopLeavesNoProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	pids, dir := env.PIDs(), env.Dir
-	if len(pids) != 5 {
-		t.Errorf("started %d processes, want 5 (etcd, apiserver, controller-manager, scheduler, kwok)", len(pids))
+	if len(pids) != 6 {
+		t.Errorf("started %d processes, want 6 (etcd, apiserver, controller-manager, scheduler, kwok, metrics-server)", len(pids))
 	}
-	if left := localenvtest.Survivors(pids, dir); len(left) != 5 {
-		t.Errorf("before Stop, %d live processes found, want 5: %v", len(left), left)
+	if left := localenvtest.Survivors(pids, dir); len(left) != 6 {
+		t.Errorf("before Stop, %d live processes found, want 6: %v", len(left), left)
 	}
 	if err := env.Stop(); err != nil {
 		t.Fatal(err)
@@ -150,6 +151,100 @@ func TestStopLeavesNoProcess(t *testing.T) {
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("directory %s not removed: %v", dir, err)
 	}
+}
+
+// TestHPAScalesOnPodCPU: the metrics API is real end to end. A pod on a kwok node whose
+// annotation says it uses 400m of its 200m request shows that usage in metrics.k8s.io (kwok's
+// kubelet metrics, scraped by metrics-server, served through the API server), and the
+// kube-controller-manager's HPA controller, targeting 50 %, scales its Deployment out.
+func TestHPAScalesOnPodCPU(t *testing.T) {
+	env := localenvtest.Env(t)
+	c, err := env.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const ns = "hpa"
+	node := m5LargeNode("ip-10-0-9-9.ec2.internal", nil)
+	node.Spec.ProviderID = "aws:///us-east-1a/i-0000000000000hpa0"
+	node.Status = m5LargeStatus()
+	labels := map[string]string{"app": "backend"}
+	replicas := int32(1)
+	deployment := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "backend"},
+		Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+				NodeSelector: map[string]string{corev1.LabelHostname: node.Name},
+				Containers: []corev1.Container{{Name: "backend", Image: "registry.k8s.io/pause:3.10",
+					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m")}}}},
+			}}},
+	}
+	fifty := int32(50)
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "backend"},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "backend"},
+			MinReplicas:    &replicas, MaxReplicas: 4,
+			Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{
+				Name: corev1.ResourceCPU, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: &fifty}}}},
+		},
+	}
+	for _, o := range []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, node, deployment, hpa} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+	var pod corev1.Pod
+	waitFor(ctx, t, "the backend pod running", func() (bool, string) {
+		pods := &corev1.PodList{}
+		if err := c.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(labels)); err != nil {
+			return false, err.Error()
+		}
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				pod = p
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d pods, none running", len(pods.Items))
+	})
+	patch := client.MergeFrom(pod.DeepCopy())
+	metav1.SetMetaDataAnnotation(&pod.ObjectMeta, "kwok.x-k8s.io/usage-cpu", "400m")
+	if err := c.Patch(ctx, &pod, patch); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "the pod's usage in metrics.k8s.io", func() (bool, string) {
+		m := &unstructured.Unstructured{}
+		m.SetAPIVersion("metrics.k8s.io/v1beta1")
+		m.SetKind("PodMetrics")
+		if err := c.Get(ctx, client.ObjectKeyFromObject(&pod), m); err != nil {
+			return false, err.Error()
+		}
+		containers, _, _ := unstructured.NestedSlice(m.Object, "containers")
+		if len(containers) != 1 {
+			return false, fmt.Sprintf("%d containers", len(containers))
+		}
+		cpu, _, _ := unstructured.NestedString(containers[0].(map[string]any), "usage", "cpu")
+		q, err := resource.ParseQuantity(cpu)
+		if err != nil {
+			return false, err.Error()
+		}
+		return q.MilliValue() >= 300 && q.MilliValue() <= 500, "cpu " + cpu
+	})
+	waitFor(ctx, t, "the HPA scaling the Deployment out", func() (bool, string) {
+		got := &autoscalingv2.HorizontalPodAutoscaler{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(hpa), got); err != nil {
+			return false, err.Error()
+		}
+		util := int32(0)
+		for _, m := range got.Status.CurrentMetrics {
+			if m.Resource != nil && m.Resource.Current.AverageUtilization != nil {
+				util = *m.Resource.Current.AverageUtilization
+			}
+		}
+		return got.Status.DesiredReplicas >= 2 && util > 100, fmt.Sprintf("desired %d, cpu %d%%", got.Status.DesiredReplicas, util)
+	})
 }
 
 func m5LargeNode(name string, poolLabels map[string]string) *corev1.Node {

@@ -26,14 +26,20 @@ import (
 	"github.com/karpool/karpool/reconciler/status"
 )
 
-// DemoExample is the example `karpool up --demo` walks through: seed 003, the workshop.
-const DemoExample = "workshop"
+// demos are the examples `karpool up --demo` walks through, with what each shows.
+var demos = map[string]struct {
+	title string
+	steps func(d *demo) []demoStep
+}{
+	"workshop": {"seed 003, the workshop", (*demo).workshopSteps},
+	"hpa":      {"seed 002, an HPA scaling pods and karpool scaling nodes", (*demo).hpaSteps},
+}
 
-// demo is seed 003's walkthrough on the running environment, as its reader does it: scale
-// inflate up, look at the node and its cost, push a pool change, scale down and watch the node
-// go, read the status karpool committed to Git. Each step acts, waits (with a deadline) until
-// the cluster or the repository shows the result, and prints it.
+// demo is a seed's walkthrough on the running environment, as its reader does it. Each step
+// acts, waits (with a deadline) until the cluster or the repository shows the result, and
+// prints it.
 type demo struct {
+	example  string
 	c        client.Client
 	region   string
 	remote   string // the pools repository as users clone it
@@ -51,16 +57,22 @@ type demoStep struct {
 	run     func(ctx context.Context) (string, error)
 }
 
-// run walks through the steps, stopping at the first that fails; the error names it.
-func (d *demo) run(ctx context.Context) error {
-	steps := []demoStep{
+// workshopSteps are seed 003's: scale inflate up, look at the node and its cost, push a pool
+// change, scale down and watch the node go, read the status karpool committed to Git.
+func (d *demo) workshopSteps() []demoStep {
+	return []demoStep{
 		{"kubectl scale deployment/inflate --replicas 5", 3 * time.Minute, func(ctx context.Context) (string, error) { return d.scaleOut(ctx, 5) }},
 		{"git push: NodePool default consolidates after 10s instead of 1m", 2 * time.Minute, d.pushPoolChange},
 		{"kubectl scale deployment/inflate --replicas 0", 3 * time.Minute, d.scaleIn},
 		{"read the status karpool committed to branch " + reconciler.DefaultStatusBranch, 2 * time.Minute, d.statusCommit},
 	}
+}
+
+// run walks through the example's steps, stopping at the first that fails; the error names it.
+func (d *demo) run(ctx context.Context) error {
+	steps := demos[d.example].steps(d)
 	start := time.Now()
-	fmt.Fprintf(d.out, "\ndemo: seed 003, the workshop, in %d steps\n", len(steps))
+	fmt.Fprintf(d.out, "\ndemo: %s, in %d steps\n", demos[d.example].title, len(steps))
 	for i, s := range steps {
 		fmt.Fprintf(d.out, "\n[%d/%d] %s\n", i+1, len(steps), s.title)
 		began := time.Now()

@@ -79,15 +79,37 @@ func TestReadExampleRejects(t *testing.T) {
 	}
 }
 
-// Seed 003 prints no pool, so it cannot run on its own; the workshop is its v1 rendering.
+// Every example and seed that runs is listed: seed 003 prints no pool, but runs as its v1
+// rendering, the workshop; seed 002 as hpa.
 func TestExamplesListsRunnableOnes(t *testing.T) {
 	got := Examples()
-	for _, want := range []string{"workshop", "seeds/000-spot-dedicated", "seeds/002-hpa-terraform", "seeds/004-weasel"} {
+	for _, want := range []string{"workshop", "hpa", "seeds/000-spot-dedicated", "seeds/002-hpa-terraform", "seeds/003-workshop", "seeds/004-weasel"} {
 		if !slices.Contains(got, want) {
 			t.Errorf("Examples() = %v, missing %s", got, want)
 		}
 	}
-	if slices.Contains(got, "seeds/003-workshop") {
-		t.Errorf("Examples() = %v lists seed 003, which has no pools", got)
+}
+
+// Seed 002 runs as its local rendering: the hpa example, whose repository holds the pools and
+// whose backend and HPA are workload.
+func TestSeedRunsItsLocalRendering(t *testing.T) {
+	var out strings.Builder
+	opts := Options{Example: "seeds/002-hpa-terraform", Demo: true, Out: &out}
+	ex, err := opts.complete()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.Example != "hpa" || !strings.Contains(out.String(), "running its local rendering, examples/hpa") {
+		t.Errorf("example %q, output %q; want hpa, said", opts.Example, out.String())
+	}
+	if got, want := slices.Sorted(maps.Keys(ex.pools)), []string{"ec2nodeclass.yaml", "kustomization.yaml", "nodepool.yaml"}; !slices.Equal(got, want) {
+		t.Errorf("repository files %v, want %v", got, want)
+	}
+	if got, want := workloadIDs(ex), []string{"Deployment/default/backend", "HorizontalPodAutoscaler/default/backend"}; !slices.Equal(got, want) {
+		t.Errorf("workload %v, want %v", got, want)
+	}
+	bad := Options{Example: "seeds/004-weasel", Demo: true}
+	if _, err := bad.complete(); err == nil || !strings.Contains(err.Error(), "--demo walks through the hpa and workshop examples") {
+		t.Errorf("--demo on an example without one: %v", err)
 	}
 }

@@ -13,21 +13,26 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
 	"github.com/karpool/karpool/examples"
 	"github.com/karpool/karpool/internal/awssim"
 	"github.com/karpool/karpool/internal/gitserver"
+	"github.com/karpool/karpool/internal/loadsim"
 	"github.com/karpool/karpool/internal/localenv"
 	"github.com/karpool/karpool/internal/operator"
 	"github.com/karpool/karpool/reconciler"
@@ -39,9 +44,10 @@ const ClusterName = "karpool-local"
 
 // Options configure Run.
 type Options struct {
-	// Example names the directory of examples/ to run: "workshop" (default) or a seed, e.g.
-	// "seeds/004-weasel" (legacy manifests are migrated first). Its pools seed the git
-	// repository; its other objects (the workload) are applied to the cluster directly.
+	// Example names the directory of examples/ to run: "workshop" (default), "hpa" or a seed,
+	// e.g. "seeds/004-weasel" (legacy manifests are migrated first; a seed with a local rendering
+	// runs that instead, see localRenderings). Its pools seed the git repository; its other
+	// objects (the workload) are applied to the cluster directly.
 	Example string
 	// Dir is where the environment's directory is created (default the system temp dir).
 	Dir string
@@ -52,21 +58,28 @@ type Options struct {
 	// Out receives progress and the summary; the controller's JSON log goes to a file in the
 	// environment's directory.
 	Out io.Writer
-	// Demo walks through seed 003 once everything is up (the workshop example only) and then
-	// stops everything: Run returns nil when every step passed, else an error naming the step.
+	// Demo walks through the example's seed once everything is up (the examples of demos) and
+	// then stops everything: Run returns nil when every step passed, else an error naming the step.
 	Demo bool
 }
 
-// Examples lists the names Example accepts: the workshop and the seeds that hold pools.
+// localRenderings map a seed directory to the example that renders it for the local
+// environment: the seed directories keep the documents as their authors wrote them (seed 002's
+// Terraform placeholders, seed 003 without pools), the renderings run here.
+var localRenderings = map[string]string{"seeds/002-hpa-terraform": "hpa", "seeds/003-workshop": "workshop"}
+
+// Examples lists the names Example accepts: the workshop, hpa and the seeds that hold pools or
+// have a rendering.
 func Examples() []string {
-	names := []string{"workshop"}
+	names := []string{"workshop", "hpa"}
 	entries, _ := fs.ReadDir(examples.FS, "seeds")
 	for _, e := range entries {
 		if !e.IsDir() {
 			continue
 		}
-		if _, err := readExample(examples.FS, "seeds/"+e.Name()); err == nil {
-			names = append(names, "seeds/"+e.Name())
+		name := "seeds/" + e.Name()
+		if _, err := readExample(examples.FS, name); err == nil || localRenderings[name] != "" {
+			names = append(names, name)
 		}
 	}
 	return names
@@ -124,6 +137,12 @@ func Run(ctx context.Context, opts Options) (err error) {
 		return err
 	}
 	done()
+	// The simulated load of Deployments annotated karpool.dev/cpu-load, until Run returns.
+	loadCtx, stopLoad := context.WithCancel(log.IntoContext(ctx, funcr.New(func(_, args string) {
+		fmt.Fprintln(opts.Out, "  load simulator:", args)
+	}, funcr.Options{})))
+	defer stopLoad()
+	go func() { _ = loadsim.Run(loadCtx, c, 2*time.Second) }()
 	done = step("creating PoolSync pools (pools from Git, AWS prerequisites into the simulator, status commits to branch " + reconciler.DefaultStatusBranch + ")")
 	ps, err := createPoolSync(ctx, c, remote, sim.Region(), opts.Interval)
 	if err != nil {
@@ -140,7 +159,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	defer stop()
 	var d *demo
 	if opts.Demo {
-		d = &demo{c: c, region: sim.Region(), remote: remote, bare: bare, poolSync: ps.Name, out: opts.Out}
+		d = &demo{example: opts.Example, c: c, region: sim.Region(), remote: remote, bare: bare, poolSync: ps.Name, out: opts.Out}
 	}
 	demoErr, isUp := make(chan error, 1), make(chan struct{})
 	done = step("starting the karpool controller (log: " + filepath.Join(dir, "controller.log") + ")")
@@ -181,8 +200,12 @@ func (opts *Options) complete() (*example, error) {
 	if opts.Out == nil {
 		opts.Out = io.Discard
 	}
-	if opts.Demo && opts.Example != DemoExample {
-		return nil, fmt.Errorf("--demo walks through the %s example, not %s: leave --example out", DemoExample, opts.Example)
+	if r, ok := localRenderings[opts.Example]; ok {
+		fmt.Fprintf(opts.Out, "examples/%s keeps the seed as written; running its local rendering, examples/%s\n", opts.Example, r)
+		opts.Example = r
+	}
+	if _, ok := demos[opts.Example]; opts.Demo && !ok {
+		return nil, fmt.Errorf("--demo walks through the %s examples, not %s", strings.Join(slices.Sorted(maps.Keys(demos)), " and "), opts.Example)
 	}
 	if _, err := fs.Stat(examples.FS, opts.Example); err != nil {
 		return nil, fmt.Errorf("unknown example %q; choose one of: %s", opts.Example, strings.Join(Examples(), ", "))
@@ -267,7 +290,13 @@ func (s summary) print(out io.Writer) {
 	say("try:")
 	say("  kubectl get poolsync,nodepools,ec2nodeclasses")
 	for _, o := range s.workload {
-		if o.Object.GetKind() == "Deployment" {
+		switch {
+		case o.Object.GetKind() != "Deployment":
+		case o.Object.GetAnnotations()[loadsim.LoadAnnotation] != "":
+			say("  kubectl annotate%s deployment/%s %s=20 --overwrite   # the load its HPA scales on", namespaceFlag(o.Object.GetNamespace()),
+				o.Object.GetName(), loadsim.LoadAnnotation)
+			say("  kubectl get hpa -w")
+		default:
 			say("  kubectl scale%s deployment/%s --replicas 5", namespaceFlag(o.Object.GetNamespace()), o.Object.GetName())
 		}
 	}
