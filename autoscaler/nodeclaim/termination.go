@@ -64,10 +64,11 @@ func (l *Lifecycle) finalize(ctx context.Context, nc *karpv1.NodeClaim) (reconci
 	if node != nil {
 		patch := client.MergeFrom(node.DeepCopy())
 		if controllerutil.RemoveFinalizer(node, karpv1.TerminationFinalizer) {
-			if err := l.client.Patch(ctx, node, patch); client.IgnoreNotFound(err) != nil {
+			err := l.client.Patch(ctx, node, patch)
+			if client.IgnoreNotFound(err) != nil {
 				return reconcile.Result{}, err
 			}
-			if l.opts.Metrics != nil {
+			if err == nil && l.opts.Metrics != nil { // NotFound: a stale copy, counted already
 				l.opts.Metrics.NodesTerminated.WithLabelValues(node.Labels[karpv1.LabelNodePool], node.Labels[corev1.LabelTopologyZone]).Inc()
 			}
 		}

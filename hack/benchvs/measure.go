@@ -3,13 +3,17 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
@@ -40,6 +44,10 @@ type result struct {
 	peakMiB, cpuSeconds                        float64
 	plan                                       [2]*simulate.Report
 	peakNodes, nodesSeen                       int
+	// schedulerAttempts counts the kube-scheduler's tries to place a pod until every pod ran, by
+	// result (scheduled, unschedulable, error): every try beyond one per pod is a pod sent back
+	// to the queue by a cluster event and tried again.
+	schedulerAttempts map[string]float64
 }
 
 // priceTable prices a node by instance type and zone: on-demand list price plus the root volume.
@@ -108,6 +116,9 @@ func measure(ctx context.Context, cfg config, sys system, runDir string, prices 
 	}
 	res.outSeconds = time.Since(start).Seconds()
 	if res.out, err = watchNodes(ctx, c, prices, seen, &res.peakNodes); err != nil {
+		return res, err
+	}
+	if res.schedulerAttempts, err = schedulerAttempts(ctx, env); err != nil {
 		return res, err
 	}
 
@@ -211,10 +222,44 @@ func (f fleet) String() string {
 
 func (r result) line() string {
 	return fmt.Sprintf("%-9s run %d: all pods created at %.1fs, first node at %.1fs; 50 %%/90 %%/all Running in %.1f/%.1f/%.1fs, last node at %.1fs, on %d nodes $%.3f/h (%.2f× bound, %.2f× plan) [%s]; peak %d nodes, %d launched; "+
-		"after scale-down %d nodes $%.3f/h (%.2f× bound), last change at %.0fs [%s]; peak RSS %.0f MiB, CPU %.1fs",
+		"after scale-down %d nodes $%.3f/h (%.2f× bound), last change at %.0fs [%s]; peak RSS %.0f MiB, CPU %.1fs; scheduler attempts to all Running %v",
 		r.system, r.run, r.createdSeconds, r.firstNodeSeconds, r.halfSeconds, r.ninetySeconds, r.outSeconds, r.lastNodeSeconds, r.out.nodes, r.out.perHour, r.out.perHour/r.plan[0].LowerBoundPerHour, r.out.perHour/r.plan[0].TotalPerHour,
 		r.out, r.peakNodes, r.nodesSeen, r.down.nodes, r.down.perHour, r.down.perHour/r.plan[1].LowerBoundPerHour, r.downSeconds, r.down,
-		r.peakMiB, r.cpuSeconds)
+		r.peakMiB, r.cpuSeconds, r.schedulerAttempts)
+}
+
+// schedulerAttempts reads scheduler_schedule_attempts_total from the kube-scheduler, by result.
+func schedulerAttempts(ctx context.Context, env *localenv.Env) (map[string]float64, error) {
+	hc, err := rest.HTTPClientFor(env.Config)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, env.SchedulerURL+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("kube-scheduler /metrics: %s", resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, m := range families["scheduler_schedule_attempts_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "result" {
+				out[l.GetValue()] += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return out, nil
 }
 
 func median(xs []float64) float64 {

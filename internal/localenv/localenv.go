@@ -68,6 +68,9 @@ type Env struct {
 	Kubeconfig string
 	// Dir is the private directory holding certificates, data and component logs.
 	Dir string
+	// SchedulerURL is the kube-scheduler's secure endpoint (its /metrics answers Config's
+	// administrator): benchmarks read how often it tried to place pods.
+	SchedulerURL string
 
 	procs []*process
 	logf  func(format string, args ...any)
@@ -312,7 +315,8 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	if err := waitHTTP(ctx, tlsClient, "https://127.0.0.1:"+strconv.Itoa(cmPort)+"/healthz", "", cm); err != nil {
 		return env, err
 	}
-	if err := waitHTTP(ctx, tlsClient, "https://127.0.0.1:"+strconv.Itoa(schedPort)+"/healthz", "", sched); err != nil {
+	env.SchedulerURL = "https://127.0.0.1:" + strconv.Itoa(schedPort)
+	if err := waitHTTP(ctx, tlsClient, env.SchedulerURL+"/healthz", "", sched); err != nil {
 		return env, err
 	}
 	if err := waitHTTP(ctx, plain, "http://127.0.0.1:"+strconv.Itoa(kwokPort)+"/healthz", "", kwok); err != nil {
