@@ -73,21 +73,30 @@ func fragmented(b *testing.B, n, podsPer int) (*state.Cluster, []scheduling.Pool
 }
 
 // BenchmarkConsolidationPass is one decision pass over 1,000 nodes and 10,000 pods: candidates,
-// the multi-node search, and single nodes if that finds nothing, each simulation a full run of
-// the scheduling engine. The budget lets every node go (100 %).
+// the multi-node search, single nodes if that finds nothing, and the candidates that could
+// follow the decision (aheadOf), each simulation a full run of the scheduling engine. With a
+// budget of every node the decision takes the 100 candidates one search looks at and none can
+// follow; with 10 the decision takes 10 and the rest of the 100 are tried as followers.
 func BenchmarkConsolidationPass(b *testing.B) {
 	c, pools := fragmented(b, 1000, 10)
 	prov := provisioning.New(nil, provisioning.Options{Region: "us-east-1"})
 	simulate := func(nodes map[string]bool) *scheduling.Result { return prov.SimulateWithout(c, pools, nodes) }
-	var cmd *Command
-	b.ReportAllocs()
-	for b.Loop() {
-		cands, _ := consolidationCandidates(c, nodePrice(pools), time.Now())
-		cmd, _ = consolidate(cands, map[string]int{"default": len(cands)}, rules{}, simulate)
+	for _, budget := range []int{1000, 10} {
+		b.Run(fmt.Sprintf("budget=%d", budget), func(b *testing.B) {
+			var cmd *Command
+			var ahead []Candidate
+			b.ReportAllocs()
+			for b.Loop() {
+				cands, _ := consolidationCandidates(c, nodePrice(pools), time.Now())
+				cmd, _ = consolidate(cands, map[string]int{"default": budget}, rules{}, simulate)
+				ahead = aheadOf(cmd, cands, rules{}, simulate)
+			}
+			if cmd == nil {
+				b.Fatal("no consolidation found on a fragmented cluster")
+			}
+			b.ReportMetric(float64(len(cmd.Candidates)), "candidates")
+			b.ReportMetric(float64(len(ahead)), "followers")
+			b.ReportMetric((cmd.Price-cmd.NewPrice)/cmd.Price*100, "%saved")
+		})
 	}
-	if cmd == nil {
-		b.Fatal("no consolidation found on a fragmented cluster")
-	}
-	b.ReportMetric(float64(len(cmd.Candidates)), "candidates")
-	b.ReportMetric((cmd.Price-cmd.NewPrice)/cmd.Price*100, "%saved")
 }

@@ -301,6 +301,15 @@ func TestGrowing(t *testing.T) {
 	if !growing(c.snapshot(), t0.Add(settleTime)) {
 		t.Error("not growing right after the pod was judged unschedulable")
 	}
+	leaving := c.run("a", "leaving")
+	leaving.DeletionTimestamp = &metav1.Time{Time: t0.Add(30 * time.Second)} // deleted with a 30 s grace period
+	c.pods = []*corev1.Pod{leaving}
+	if !growing(c.snapshot(), t0) {
+		t.Error("not growing while a pod terminates")
+	}
+	if growing(c.snapshot(), t0.Add(30*time.Second+settleTime)) {
+		t.Error("growing for a pod stuck terminating for longer than settleTime")
+	}
 	c.pods = nil
 	c.claims[0].Status.Conditions = nil
 	if !growing(c.snapshot(), t0) {

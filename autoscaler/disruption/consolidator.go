@@ -38,6 +38,12 @@ type consolidation struct {
 	// pending was decided at pendingAt; a pass the validation delay later acts on it if it still holds.
 	pending   *Command
 	pendingAt time.Time
+	// ahead are the other candidates that could go with the pending command (cleared.go).
+	ahead []Candidate
+	// cleared were validated with the last command; their shares go without a new delay
+	// until clearedUntil.
+	cleared      map[string]bool
+	clearedUntil time.Time
 	// running is being carried out: candidates marked, replacements launching.
 	running      *Command
 	replacements []string
@@ -92,21 +98,61 @@ func (c *Controller) consolidate(ctx context.Context, snap *state.Cluster, now t
 		c.cons.pending = nil
 		cmd, why := revalidate(pending, cands, budget, r, simulate)
 		if cmd != nil {
+			c.clear(clearAhead(cmd, c.cons.ahead, cands, r, simulate), now)
 			return c.execute(ctx, cmd, pools, now)
 		}
 		log.FromContext(ctx).Info("consolidation no longer valid; deciding again", "candidates", pending.Key(), "reason", why)
+	}
+	if done, err := c.continueCleared(ctx, cands, budget, r, simulate, pools, now); done {
+		return err
 	}
 	cmd, kept := consolidate(cands, budget, r, simulate)
 	if err := c.report(ctx, snap, cands, skipped, kept, metav1.NewTime(now)); err != nil {
 		return err
 	}
 	if cmd != nil {
+		c.cons.pending, c.cons.pendingAt = cmd, now
+		c.cons.ahead = aheadOf(cmd, cands, r, simulate)
 		log.FromContext(ctx).Info("consolidation decided; validating", "candidates", cmd.Key(), "decision", cmd.Decision(),
 			"consolidation-type", cmd.Method, "price", fmt.Sprintf("%.4f", cmd.Price), "new-price", fmt.Sprintf("≤ %.4f", cmd.NewPrice),
-			"after", c.opts.ValidationDelay.String())
-		c.cons.pending, c.cons.pendingAt = cmd, now
+			"after", c.opts.ValidationDelay.String(), "could-follow", len(c.cons.ahead))
 	}
 	return nil
+}
+
+// clear keeps the names a validated command cleared (none in a dry run: nothing moves there).
+func (c *Controller) clear(names map[string]bool, now time.Time) {
+	if c.opts.DryRun || len(names) == 0 {
+		c.cons.cleared = nil
+		return
+	}
+	c.cons.cleared, c.cons.clearedUntil = names, now.Add(clearedFor)
+}
+
+// continueCleared deletes the next budget's share of the cleared set, simulated again but not
+// delayed again. done: it acted (or failed to); otherwise the pass decides as usual.
+func (c *Controller) continueCleared(ctx context.Context, cands []Candidate, budget map[string]int, r rules,
+	simulate func(map[string]bool) *scheduling.Result, pools []scheduling.Pool, now time.Time) (done bool, err error) {
+	if len(c.cons.cleared) == 0 || now.After(c.cons.clearedUntil) {
+		c.cons.cleared = nil
+		return false, nil
+	}
+	cmd, ok := nextShare(c.cons.cleared, cands, budget, r, simulate)
+	if !ok {
+		log.FromContext(ctx).Info("validated scale-down ended: its next share no longer fits", "left", len(c.cons.cleared))
+		c.cons.cleared = nil
+		return false, nil
+	}
+	if cmd == nil {
+		return false, nil
+	}
+	for _, cand := range cmd.Candidates {
+		delete(c.cons.cleared, cand.NodeClaim.Name)
+	}
+	c.cons.clearedUntil = now.Add(clearedFor)
+	log.FromContext(ctx).Info("consolidation continues a validated scale-down", "candidates", cmd.Key(), "decision", cmd.Decision(),
+		"consolidation-type", cmd.Method, "price", fmt.Sprintf("%.4f", cmd.Price), "left", len(c.cons.cleared))
+	return true, c.execute(ctx, cmd, pools, now)
 }
 
 // revalidate checks a decision the validation delay after it was taken, as Karpenter's validation
@@ -147,8 +193,10 @@ func revalidate(pending *Command, cands []Candidate, budget map[string]int, r ru
 
 // growing: NodeClaims are on their way, or pods are in motion: not bound yet and created, or
 // judged unschedulable, within settleTime (new pods the scheduler has not placed yet belong
-// nowhere in a snapshot, and a decision taken then would not hold). Pods that have waited
-// longer are left to the provisioner: they do not hold consolidation up forever.
+// nowhere in a snapshot, and a decision taken then would not hold), or terminating (a scale-down
+// in progress: a decision taken halfway sees half of the room it frees, and its validation
+// delay is spent again on the next). Pods that have waited or terminated longer are left alone:
+// they do not hold consolidation up forever.
 func growing(snap *state.Cluster, now time.Time) bool {
 	for _, nc := range snap.NodeClaims {
 		if nc.DeletionTimestamp == nil && !state.IsTrue(nc, karpv1.ConditionTypeInitialized) {
@@ -156,8 +204,16 @@ func growing(snap *state.Cluster, now time.Time) bool {
 		}
 	}
 	for _, p := range snap.Pods {
-		if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded ||
-			p.Status.Phase == corev1.PodFailed || state.OwnedByDaemonSet(p) {
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || state.OwnedByDaemonSet(p) {
+			continue
+		}
+		if p.DeletionTimestamp != nil {
+			if now.Before(p.DeletionTimestamp.Add(settleTime)) {
+				return true
+			}
+			continue
+		}
+		if p.Spec.NodeName != "" {
 			continue
 		}
 		since := p.CreationTimestamp.Time

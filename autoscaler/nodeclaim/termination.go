@@ -10,6 +10,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -21,8 +22,13 @@ import (
 	"github.com/karpool/karpool/autoscaler/state"
 )
 
-// drainPoll is how often a draining node or a terminating instance is looked at again.
-const drainPoll = 2 * time.Second
+// drainPoll is how often a draining node or a terminating instance is looked at again
+// (Karpenter's termination controller looks again every second too).
+const drainPoll = time.Second
+
+// evictParallelism bounds the eviction requests of one drain: one at a time, a node with a
+// hundred pods took seconds to empty and held up the next step of a scale-down.
+const evictParallelism = 10
 
 // finalize runs when a NodeClaim is deleted: cordon and drain its Node (evictions, so
 // PodDisruptionBudgets are honoured), terminate the instance, wait until it is gone, then release
@@ -120,6 +126,7 @@ func (l *Lifecycle) drain(ctx context.Context, nc *karpv1.NodeClaim, node *corev
 	if tgp := nc.Spec.TerminationGracePeriod; tgp != nil && nc.DeletionTimestamp != nil {
 		force = l.opts.Now().After(nc.DeletionTimestamp.Add(tgp.Duration))
 	}
+	var evict []*corev1.Pod
 	remaining := 0
 	for i := range pods.Items {
 		p := &pods.Items[i]
@@ -127,28 +134,38 @@ func (l *Lifecycle) drain(ctx context.Context, nc *karpv1.NodeClaim, node *corev
 			continue
 		}
 		remaining++
-		if p.DeletionTimestamp != nil {
-			continue
-		}
-		var err error
-		if force {
-			err = l.client.Delete(ctx, p)
-		} else {
-			err = l.client.SubResource("eviction").Create(ctx, p, &policyv1.Eviction{
-				ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
-			})
-		}
-		switch {
-		case err == nil, apierrors.IsNotFound(err):
-		case apierrors.IsTooManyRequests(err):
-			// A PodDisruptionBudget does not allow it right now; try again later.
-		case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
-			// The namespace is going away and deletes the pod itself.
-		default:
-			return 0, fmt.Errorf("evicting pod %s/%s: %w", p.Namespace, p.Name, err)
+		if p.DeletionTimestamp == nil {
+			evict = append(evict, p)
 		}
 	}
+	errs := make([]error, len(evict))
+	workqueue.ParallelizeUntil(ctx, evictParallelism, len(evict), func(i int) {
+		errs[i] = l.evict(ctx, evict[i], force)
+	})
+	if err := errors.Join(errs...); err != nil {
+		return 0, err
+	}
 	return remaining, nil
+}
+
+// evict asks the Eviction API to move the pod (or deletes it when forced). A
+// PodDisruptionBudget that does not allow it now, or a namespace going away, is not an error:
+// the next look tries again, or finds the pod gone.
+func (l *Lifecycle) evict(ctx context.Context, p *corev1.Pod, force bool) error {
+	var err error
+	if force {
+		err = l.client.Delete(ctx, p)
+	} else {
+		err = l.client.SubResource("eviction").Create(ctx, p, &policyv1.Eviction{
+			ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
+		})
+	}
+	switch {
+	case err == nil, apierrors.IsNotFound(err), apierrors.IsTooManyRequests(err),
+		apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		return nil
+	}
+	return fmt.Errorf("evicting pod %s/%s: %w", p.Namespace, p.Name, err)
 }
 
 // NodeTermination handles a Node deleted directly (kubectl delete node): the Node carries the

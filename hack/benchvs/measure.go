@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -27,6 +28,9 @@ type fleet struct {
 	nodes   int
 	perHour float64
 	types   map[string]int
+	// open counts the nodes that take pods: no NoSchedule or NoExecute taint (the unregistered
+	// taint is one).
+	open int
 }
 
 // result is one run of one system.
@@ -88,9 +92,11 @@ func measure(ctx context.Context, cfg config, sys system, runDir string, prices 
 	if err := applyFile(ctx, c, filepath.Join(filepath.Dir(runDir), "workload.yaml")); err != nil {
 		return res, err
 	}
+	progress := []string{"seconds\tnodes\topen nodes\tpods bound\tpods running"}
 	if err := poll(ctx, cfg.timeout, func() (bool, error) {
 		nodesBefore := len(seen)
-		if _, err := watchNodes(ctx, c, prices, seen, &res.peakNodes); err != nil {
+		f, err := watchNodes(ctx, c, prices, seen, &res.peakNodes)
+		if err != nil {
 			return false, err
 		}
 		since := time.Since(start).Seconds()
@@ -100,7 +106,8 @@ func measure(ctx context.Context, cfg config, sys system, runDir string, prices 
 				res.firstNodeSeconds = since
 			}
 		}
-		running, pods, done, err := allRunning(ctx, c, full, p)
+		running, bound, pods, done, err := allRunning(ctx, c, full, p)
+		progress = append(progress, fmt.Sprintf("%.1f\t%d\t%d\t%d\t%d", since, f.nodes, f.open, bound, running))
 		if res.createdSeconds == 0 && pods >= full {
 			res.createdSeconds = since
 		}
@@ -115,6 +122,9 @@ func measure(ctx context.Context, cfg config, sys system, runDir string, prices 
 		return res, fmt.Errorf("%d pods Running: %w", full, err)
 	}
 	res.outSeconds = time.Since(start).Seconds()
+	if err := os.WriteFile(filepath.Join(runDir, "scale-out.tsv"), []byte(strings.Join(progress, "\n")+"\n"), 0o644); err != nil {
+		return res, err
+	}
 	if res.out, err = watchNodes(ctx, c, prices, seen, &res.peakNodes); err != nil {
 		return res, err
 	}
@@ -136,7 +146,7 @@ func measure(ctx context.Context, cfg config, sys system, runDir string, prices 
 		if f.nodes != last.nodes || f.perHour != last.perHour {
 			last, lastChange = f, time.Now()
 		}
-		_, _, ok, err := allRunning(ctx, c, down, p)
+		_, _, _, ok, err := allRunning(ctx, c, down, p)
 		return ok && time.Now().After(deadline), err
 	})
 	if err != nil {
@@ -167,16 +177,21 @@ func poolReady(ctx context.Context, c client.Client, p *process) (bool, error) {
 
 // allRunning counts the workload's pods and the Running ones; done when exactly want exist
 // (none terminating) and all run.
-func allRunning(ctx context.Context, c client.Client, want int, p *process) (running, total int, done bool, err error) {
+// allRunning counts the pods Running and bound to a node; done when want of them run and no
+// other pod is left.
+func allRunning(ctx context.Context, c client.Client, want int, p *process) (running, bound, total int, done bool, err error) {
 	if !p.running() {
-		return 0, 0, false, fmt.Errorf("the autoscaler exited (log: %s)", p.log)
+		return 0, 0, 0, false, fmt.Errorf("the autoscaler exited (log: %s)", p.log)
 	}
 	var pods corev1.PodList
 	if err := c.List(ctx, &pods, client.InNamespace(namespace)); err != nil {
-		return 0, 0, false, nil // retried at the next poll
+		return 0, 0, 0, false, nil // retried at the next poll
 	}
 	settled := true
 	for _, pod := range pods.Items {
+		if pod.Spec.NodeName != "" {
+			bound++
+		}
 		switch {
 		case pod.DeletionTimestamp != nil:
 			settled = false
@@ -186,7 +201,7 @@ func allRunning(ctx context.Context, c client.Client, want int, p *process) (run
 			settled = false
 		}
 	}
-	return running, len(pods.Items), settled && running == want, nil
+	return running, bound, len(pods.Items), settled && running == want, nil
 }
 
 // watchNodes prices the nodes that exist now and records every node name seen.
@@ -203,6 +218,9 @@ func watchNodes(ctx context.Context, c client.Client, prices map[[2]string]float
 			return f, fmt.Errorf("node %s: no on-demand price for %s in %q", n.Name, it, zone)
 		}
 		f.nodes++
+		if !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Effect != corev1.TaintEffectPreferNoSchedule }) {
+			f.open++
+		}
 		f.perHour += price
 		f.types[it]++
 		seen[n.Name] = true
