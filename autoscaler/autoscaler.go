@@ -83,7 +83,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	claimOpts := nodeclaim.Options{
 		Provider: m.Cloud(opts.Provider, metrics.ControllerLifecycle), RegistrationTTL: opts.RegistrationTTL,
-		Recorder: recorder, Metrics: m, CapacityGone: prov.Trigger, Nominated: prov.NominatedTo,
+		Recorder: recorder, Metrics: m, CapacityGone: prov.Trigger, Nominated: prov.NominatedTo, Cohort: prov.Cohort,
 	}
 	// Launches are slow API calls; let several run at once.
 	if err := nodeclaim.NewLifecycle(mgr.GetClient(), claimOpts).SetupWithManager(mgr, 10); err != nil {

@@ -270,7 +270,7 @@ func (c *Controller) advance(ctx context.Context, snap *state.Cluster, now time.
 			return c.rollback(ctx, fmt.Sprintf("replacement %s went away before it was initialized", name))
 		case state.IsTrue(nc, karpv1.ConditionTypeInitialized):
 			ready++
-		case isFalse(nc, karpv1.ConditionTypeLaunched):
+		case state.IsFalse(nc, karpv1.ConditionTypeLaunched):
 			return c.rollback(ctx, fmt.Sprintf("replacement %s failed to launch: %s", name, state.Condition(nc, karpv1.ConditionTypeLaunched).Message))
 		}
 	}
@@ -349,11 +349,6 @@ func (s *consolidation) held(claim string) bool {
 		}
 	}
 	return false
-}
-
-func isFalse(nc *karpv1.NodeClaim, t string) bool {
-	cond := state.Condition(nc, t)
-	return cond != nil && cond.Status == metav1.ConditionFalse
 }
 
 // eligibleReason is a disruption reason as karpenter_voluntary_disruption_eligible_nodes spells

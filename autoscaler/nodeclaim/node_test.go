@@ -3,10 +3,12 @@ package nodeclaim
 import (
 	"context"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -103,5 +105,40 @@ func TestHandOffNominatesPlannedPods(t *testing.T) {
 		if got.Status.NominatedNodeName != want {
 			t.Errorf("pod %s nominated to %q, want %q", name, got.Status.NominatedNodeName, want)
 		}
+	}
+}
+
+// A node stays closed while another NodeClaim of its decision is still on its way, and opens
+// once that one is handed off too, or openTogether after its own hand-off; NodeClaims that are
+// registered, failed to launch or are gone are not waited for.
+func TestCohortOpensTogether(t *testing.T) {
+	nc := func(name string, conds ...karpv1.Condition) *karpv1.NodeClaim {
+		return &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: karpv1.NodeClaimStatus{Conditions: conds}}
+	}
+	launching := nc("launching")
+	scheme := runtime.NewScheme()
+	if err := karpv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nc("self"), launching,
+		nc("registered", karpv1.Condition{Type: karpv1.ConditionTypeRegistered, Status: metav1.ConditionTrue}),
+		nc("failed", karpv1.Condition{Type: karpv1.ConditionTypeLaunched, Status: metav1.ConditionFalse})).Build()
+	cohort := []string{"self", "launching", "registered", "failed", "gone"}
+	l := NewLifecycle(c, Options{Cohort: func(string) []string { return cohort }})
+	ctx, t0 := context.Background(), time.Unix(1000, 0)
+	if !l.cohortWaiting(ctx, nc("self"), t0, t0.Add(time.Second)) {
+		t.Error("open while NodeClaim launching is still on its way")
+	}
+	if l.cohortWaiting(ctx, nc("self"), t0, t0.Add(openTogether)) {
+		t.Error("still closed openTogether after the hand-off")
+	}
+	l.handedOff.Store("launching", t0)
+	if l.cohortWaiting(ctx, nc("self"), t0, t0.Add(time.Second)) {
+		t.Error("closed although the rest of the cohort is handed off, registered, failed or gone")
+	}
+	cohort = nil
+	l.handedOff.Delete("launching")
+	if l.cohortWaiting(ctx, nc("self"), t0, t0) {
+		t.Error("closed without a cohort")
 	}
 }

@@ -55,6 +55,8 @@ type Provisioner struct {
 	triggered map[types.UID]bool
 	// nominatedSince is when each pending pod's nomination to a node was first seen.
 	nominatedSince map[types.UID]nominatedSince
+	// cohorts holds, by NodeClaim name, the NodeClaims created by the same decision.
+	cohorts map[string][]string
 }
 
 // New returns a Provisioner that reads from and writes through c (the manager's client, whose
@@ -70,7 +72,7 @@ func New(c client.Client, opts Options) *Provisioner {
 		opts.Recheck = 10 * time.Second
 	}
 	return &Provisioner{client: c, opts: opts, trigger: make(chan struct{}, 1), nominations: Nominations{},
-		triggered: map[types.UID]bool{}, nominatedSince: map[types.UID]nominatedSince{}}
+		triggered: map[types.UID]bool{}, nominatedSince: map[types.UID]nominatedSince{}, cohorts: map[string][]string{}}
 }
 
 // Trigger asks for a provisioning round; triggers during a batch window extend the batch.
@@ -273,6 +275,13 @@ func (p *Provisioner) createNodeClaims(ctx context.Context, planned []scheduling
 			errs = append(errs, failed[i])
 		}
 	}
+	if len(created) > 1 {
+		p.mu.Lock()
+		for _, name := range created {
+			p.cohorts[name] = created
+		}
+		p.mu.Unlock()
+	}
 	return created, errs
 }
 
@@ -381,6 +390,19 @@ func (p *Provisioner) forgetStale(c *state.Cluster) {
 			delete(p.nominations, uid)
 		}
 	}
+	for name := range p.cohorts {
+		if !claims[name] {
+			delete(p.cohorts, name)
+		}
+	}
+}
+
+// Cohort lists the NodeClaims created by the same decision as this one (itself included), or
+// nil: the lifecycle opens their nodes together.
+func (p *Provisioner) Cohort(claim string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cohorts[claim]
 }
 
 // NominatedTo lists the pods planned onto the NodeClaim that are not known to be bound yet.

@@ -218,6 +218,12 @@ func IsTrue(nc *karpv1.NodeClaim, t string) bool {
 	return c != nil && c.Status == "True"
 }
 
+// IsFalse reports whether the NodeClaim's condition of that type is False.
+func IsFalse(nc *karpv1.NodeClaim, t string) bool {
+	c := Condition(nc, t)
+	return c != nil && c.Status == "False"
+}
+
 // NodeClassReady reports whether an EC2NodeClass exists and says Ready=True for its current
 // generation, and if not, why (for the NodePool's NodeClassReady condition).
 func (c *Cluster) NodeClassReady(np *karpv1.NodePool) (*awsv1.EC2NodeClass, string) {

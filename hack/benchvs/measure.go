@@ -92,7 +92,7 @@ func measure(ctx context.Context, cfg config, sys system, runDir string, prices 
 	if err := applyFile(ctx, c, filepath.Join(filepath.Dir(runDir), "workload.yaml")); err != nil {
 		return res, err
 	}
-	progress := []string{"seconds\tnodes\topen nodes\tpods bound\tpods running"}
+	progress := []string{"seconds\tnodes\topen nodes\tpods bound\tpods running\tscheduler queues: active\tbackoff\tunschedulable"}
 	if err := poll(ctx, cfg.timeout, func() (bool, error) {
 		nodesBefore := len(seen)
 		f, err := watchNodes(ctx, c, prices, seen, &res.peakNodes)
@@ -107,7 +107,12 @@ func measure(ctx context.Context, cfg config, sys system, runDir string, prices 
 			}
 		}
 		running, bound, pods, done, err := allRunning(ctx, c, full, p)
-		progress = append(progress, fmt.Sprintf("%.1f\t%d\t%d\t%d\t%d", since, f.nodes, f.open, bound, running))
+		queues, err := schedulerMetric(ctx, env, "scheduler_pending_pods", "queue")
+		if err != nil {
+			return false, err
+		}
+		progress = append(progress, fmt.Sprintf("%.1f\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%.0f", since, f.nodes, f.open, bound, running,
+			queues["active"], queues["backoff"], queues["unschedulable"]))
 		if res.createdSeconds == 0 && pods >= full {
 			res.createdSeconds = since
 		}
@@ -128,7 +133,7 @@ func measure(ctx context.Context, cfg config, sys system, runDir string, prices 
 	if res.out, err = watchNodes(ctx, c, prices, seen, &res.peakNodes); err != nil {
 		return res, err
 	}
-	if res.schedulerAttempts, err = schedulerAttempts(ctx, env); err != nil {
+	if res.schedulerAttempts, err = schedulerMetric(ctx, env, "scheduler_schedule_attempts_total", "result"); err != nil {
 		return res, err
 	}
 
@@ -246,8 +251,9 @@ func (r result) line() string {
 		r.peakMiB, r.cpuSeconds, r.schedulerAttempts)
 }
 
-// schedulerAttempts reads scheduler_schedule_attempts_total from the kube-scheduler, by result.
-func schedulerAttempts(ctx context.Context, env *localenv.Env) (map[string]float64, error) {
+// schedulerMetric reads one counter or gauge family from the kube-scheduler, summed by the
+// value of one label.
+func schedulerMetric(ctx context.Context, env *localenv.Env, family, label string) (map[string]float64, error) {
 	hc, err := rest.HTTPClientFor(env.Config)
 	if err != nil {
 		return nil, err
@@ -270,10 +276,10 @@ func schedulerAttempts(ctx context.Context, env *localenv.Env) (map[string]float
 		return nil, err
 	}
 	out := map[string]float64{}
-	for _, m := range families["scheduler_schedule_attempts_total"].GetMetric() {
+	for _, m := range families[family].GetMetric() {
 		for _, l := range m.GetLabel() {
-			if l.GetName() == "result" {
-				out[l.GetValue()] += m.GetCounter().GetValue()
+			if l.GetName() == label {
+				out[l.GetValue()] += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 			}
 		}
 	}
