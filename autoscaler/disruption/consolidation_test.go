@@ -128,6 +128,13 @@ func TestConsolidateSplitsOneNodeOrShrinksAGroup(t *testing.T) {
 	if got := len(cmd.Replacements[0].InstanceTypes) + len(cmd.Replacements[1].InstanceTypes); got != 4 || cmd.NewPrice >= 2.0 {
 		t.Errorf("kept %d options at most $%.2f/h; want 4 (each below its price + $0.40) under $2/h", got, cmd.NewPrice)
 	}
+	// A split that saves less than minSplitSavings is not worth moving every pod.
+	almost := func(map[string]bool) *scheduling.Result {
+		return &scheduling.Result{NodeClaims: []scheduling.NodeClaim{claim(0.98), claim(0.98)}}
+	}
+	if cmd, why := consolidate(candidates(map[string]float64{"big": 2.0}), map[string]int{"default": 1}, rules{}, almost); cmd != nil || why["big"].Reason != "NoCheaperFit" {
+		t.Errorf("split saving 2 %%: command %+v, verdict %+v; want none, NoCheaperFit", cmd, why["big"])
+	}
 	// Together x and y ($2/h) would save as two nodes ($1.20/h), alone neither would.
 	if cmd, _ := consolidate(candidates(map[string]float64{"x": 1.0, "y": 1.0}), map[string]int{"default": 2}, rules{}, two); cmd != nil {
 		t.Errorf("two nodes into two: %s of %s, want nothing (a group only shrinks)", cmd.Decision(), cmd.Key())

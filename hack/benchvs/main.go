@@ -28,7 +28,7 @@ type config struct {
 	runs, deployments, pods, qps                    int
 	seed                                            uint64
 	scaleTo                                         float64
-	settle, timeout                                 time.Duration
+	settle, settleOut, timeout                      time.Duration
 	systems                                         []string
 }
 
@@ -45,6 +45,7 @@ func main() {
 	flag.Uint64Var(&cfg.seed, "seed", 1, "workload seed")
 	flag.Float64Var(&cfg.scaleTo, "scale-to", 0.3, "fraction of each Deployment's replicas kept at scale-down")
 	flag.DurationVar(&cfg.settle, "settle", 3*time.Minute, "how long the fleet is watched after scale-down")
+	flag.DurationVar(&cfg.settleOut, "settle-out", 0, "how long the fleet is watched after scale-out, before the scale-down (0: not at all)")
 	flag.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "limit for every pod to be Running")
 	flag.IntVar(&cfg.qps, "qps", 200, "client QPS of kube-controller-manager and kube-scheduler")
 	flag.StringVar(&systems, "systems", "karpenter,karpool", "systems, in the order each run starts them")

@@ -45,9 +45,12 @@ type result struct {
 	firstNodeSeconds, lastNodeSeconds          float64
 	out, down                                  fleet
 	downSeconds                                float64 // scale-down until the node set last changed
-	peakMiB, cpuSeconds                        float64
-	plan                                       [2]*simulate.Report
-	peakNodes, nodesSeen                       int
+	// settled and settledSeconds: the scale-out fleet after -settle-out, and when it last changed.
+	settled              fleet
+	settledSeconds       float64
+	peakMiB, cpuSeconds  float64
+	plan                 [2]*simulate.Report
+	peakNodes, nodesSeen int
 	// schedulerAttempts counts the kube-scheduler's tries to place a pod until every pod ran, by
 	// result (scheduled, unschedulable, error): every try beyond one per pod is a pod sent back
 	// to the queue by a cluster event and tried again.
@@ -136,28 +139,18 @@ func measure(ctx context.Context, cfg config, sys system, runDir string, prices 
 	if res.schedulerAttempts, err = schedulerMetric(ctx, env, "scheduler_schedule_attempts_total", "result"); err != nil {
 		return res, err
 	}
+	if cfg.settleOut > 0 {
+		if res.settled, res.settledSeconds, err = watchFleet(ctx, c, prices, seen, &res.peakNodes, cfg.settleOut, full, p); err != nil {
+			return res, fmt.Errorf("after scale-out: %w", err)
+		}
+	}
 
-	start = time.Now()
 	if err := applyFile(ctx, c, filepath.Join(filepath.Dir(runDir), "workload-scaled.yaml")); err != nil {
 		return res, err
 	}
-	last, lastChange := res.out, start
-	deadline := start.Add(cfg.settle)
-	err = poll(ctx, cfg.settle+time.Minute, func() (bool, error) {
-		f, err := watchNodes(ctx, c, prices, seen, &res.peakNodes)
-		if err != nil {
-			return false, err
-		}
-		if f.nodes != last.nodes || f.perHour != last.perHour {
-			last, lastChange = f, time.Now()
-		}
-		_, _, _, ok, err := allRunning(ctx, c, down, p)
-		return ok && time.Now().After(deadline), err
-	})
-	if err != nil {
-		return res, fmt.Errorf("after scale-down, %d pods Running: %w", down, err)
+	if res.down, res.downSeconds, err = watchFleet(ctx, c, prices, seen, &res.peakNodes, cfg.settle, down, p); err != nil {
+		return res, fmt.Errorf("after scale-down: %w", err)
 	}
-	res.down, res.downSeconds = last, lastChange.Sub(start).Seconds()
 	res.nodesSeen = len(seen)
 	res.peakMiB, res.cpuSeconds, err = p.usage()
 	return res, err
@@ -180,8 +173,30 @@ func poolReady(ctx context.Context, c client.Client, p *process) (bool, error) {
 	return false, nil
 }
 
-// allRunning counts the workload's pods and the Running ones; done when exactly want exist
-// (none terminating) and all run.
+// watchFleet watches the nodes for d (and until want pods run and no other is left), and
+// returns the fleet at the end and how long after the start it last changed.
+func watchFleet(ctx context.Context, c client.Client, prices map[[2]string]float64, seen map[string]bool, peak *int, d time.Duration, want int, p *process) (fleet, float64, error) {
+	start := time.Now()
+	last, lastChange := fleet{}, start
+	first := true
+	err := poll(ctx, d+time.Minute, func() (bool, error) {
+		f, err := watchNodes(ctx, c, prices, seen, peak)
+		if err != nil {
+			return false, err
+		}
+		if !first && (f.nodes != last.nodes || f.perHour != last.perHour) {
+			lastChange = time.Now()
+		}
+		last, first = f, false
+		_, _, _, ok, err := allRunning(ctx, c, want, p)
+		return ok && time.Since(start) >= d, err
+	})
+	if err != nil {
+		return last, 0, fmt.Errorf("%d pods Running: %w", want, err)
+	}
+	return last, lastChange.Sub(start).Seconds(), nil
+}
+
 // allRunning counts the pods Running and bound to a node; done when want of them run and no
 // other pod is left.
 func allRunning(ctx context.Context, c client.Client, want int, p *process) (running, bound, total int, done bool, err error) {
@@ -244,10 +259,15 @@ func (f fleet) String() string {
 }
 
 func (r result) line() string {
-	return fmt.Sprintf("%-9s run %d: all pods created at %.1fs, first node at %.1fs; 50 %%/90 %%/all Running in %.1f/%.1f/%.1fs, last node at %.1fs, on %d nodes $%.3f/h (%.2f× bound, %.2f× plan) [%s]; peak %d nodes, %d launched; "+
+	settled := ""
+	if r.settledSeconds > 0 || r.settled.nodes > 0 {
+		settled = fmt.Sprintf("; settled after scale-out %d nodes $%.3f/h (%.2f× plan), last change at %.0fs [%s]",
+			r.settled.nodes, r.settled.perHour, r.settled.perHour/r.plan[0].TotalPerHour, r.settledSeconds, r.settled)
+	}
+	return fmt.Sprintf("%-9s run %d: all pods created at %.1fs, first node at %.1fs; 50 %%/90 %%/all Running in %.1f/%.1f/%.1fs, last node at %.1fs, on %d nodes $%.3f/h (%.2f× bound, %.2f× plan) [%s]%s; peak %d nodes, %d launched; "+
 		"after scale-down %d nodes $%.3f/h (%.2f× bound), last change at %.0fs [%s]; peak RSS %.0f MiB, CPU %.1fs; scheduler attempts to all Running %v",
 		r.system, r.run, r.createdSeconds, r.firstNodeSeconds, r.halfSeconds, r.ninetySeconds, r.outSeconds, r.lastNodeSeconds, r.out.nodes, r.out.perHour, r.out.perHour/r.plan[0].LowerBoundPerHour, r.out.perHour/r.plan[0].TotalPerHour,
-		r.out, r.peakNodes, r.nodesSeen, r.down.nodes, r.down.perHour, r.down.perHour/r.plan[1].LowerBoundPerHour, r.downSeconds, r.down,
+		r.out, settled, r.peakNodes, r.nodesSeen, r.down.nodes, r.down.perHour, r.down.perHour/r.plan[1].LowerBoundPerHour, r.downSeconds, r.down,
 		r.peakMiB, r.cpuSeconds, r.schedulerAttempts)
 }
 

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
@@ -53,6 +54,68 @@ func TestAMIChangeRollsOut(t *testing.T) {
 	r := h.rollout(old, func(nc *karpv1.NodeClaim) bool { return nc.Status.ImageID != "" && !images[nc.Status.ImageID] })
 	h.runningPods(ns, "inflate", 6, time.Minute)
 	r.check(t, "AMIDrift")
+}
+
+// TestBudgetWindowHoldsRollout: a budget of zero nodes whose cron window is active holds a
+// drifted pool's rollout: while the window lasts both nodes are seen drifted, and none is tainted
+// or deleted; once it ends they are replaced one at a time (the other budget: 1).
+func TestBudgetWindowHoldsRollout(t *testing.T) {
+	h := newHarness(t)
+	h.startController()
+	ns := h.namespace("window")
+	old := h.twoNodesBudgetOne(ns)
+	opened := time.Now().UTC().Truncate(time.Minute)
+	closes := opened.Add(2 * time.Minute)
+	h.updatePool(func(np *karpv1.NodePool) {
+		np.Spec.Disruption.Budgets = []karpv1.Budget{{Nodes: "1"}, {Nodes: "0",
+			Schedule: ptr.To(fmt.Sprintf("%d %d * * *", opened.Minute(), opened.Hour())),
+			Duration: &metav1.Duration{Duration: 2 * time.Minute}}}
+		np.Spec.Template.Labels["team"] = "b"
+	})
+	drifted := h.heldUntil(old, closes.Add(-5*time.Second))
+	if drifted < len(old) {
+		t.Fatalf("only %d of the %d old NodeClaims were seen drifted while the window held them", drifted, len(old))
+	}
+	r := h.rollout(old, func(nc *karpv1.NodeClaim) bool { return nc.Labels["team"] == "b" })
+	h.runningPods(ns, "inflate", 6, time.Minute)
+	r.check(t, "NodePoolDrifted")
+}
+
+// heldUntil watches, until the given time, that none of the old NodeClaims is deleted and no
+// node carries the disrupted taint, and returns how many of them were seen Drifted at once.
+func (h *harness) heldUntil(old map[string]bool, until time.Time) int {
+	h.t.Helper()
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	most := 0
+	for time.Now().Before(until) {
+		drifted := 0
+		for _, nc := range h.nodeClaims() {
+			if !old[nc.Name] {
+				h.t.Fatalf("NodeClaim %s created while the budget window allows no disruption", nc.Name)
+			}
+			if nc.DeletionTimestamp != nil {
+				h.t.Fatalf("NodeClaim %s deleted while the budget window allows no disruption", nc.Name)
+			}
+			if state.IsTrue(&nc, karpv1.ConditionTypeDrifted) {
+				drifted++
+			}
+		}
+		for _, n := range h.karpenterNodes() {
+			for _, taint := range n.Spec.Taints {
+				if taint.Key == karpv1.TaintKeyDisrupted {
+					h.t.Fatalf("node %s tainted %s while the budget window allows no disruption", n.Name, taint.Key)
+				}
+			}
+		}
+		most = max(most, drifted)
+		select {
+		case <-h.ctx.Done():
+			h.t.Fatal(h.ctx.Err())
+		case <-tick.C:
+		}
+	}
+	return most
 }
 
 // twoNodesBudgetOne runs six inflate pods in ns on two c5.large nodes of the workshop pool,
