@@ -383,9 +383,6 @@ func evaluate(cands []Candidate, r rules, simulate func(map[string]bool) *schedu
 		return nil, Verdict{"NoCheaperFit", fmt.Sprintf("its pods would need %d new nodes", len(res.NodeClaims))}
 	case newPrice >= price:
 		return nil, Verdict{"NoCheaperFit", fmt.Sprintf("no cheaper placement: its pods elsewhere would cost $%.4f/h, it costs $%.4f/h", newPrice, price)}
-	case len(cands) == 1 && len(res.NodeClaims) > 1 && price-newPrice < minSplitSavings*price:
-		return nil, Verdict{"NoCheaperFit", fmt.Sprintf("splitting it into %d nodes would save %.1f %%, less than the %.0f %% a split must save",
-			len(res.NodeClaims), 100*(price-newPrice)/price, 100*minSplitSavings)}
 	}
 	// Share the saving: each replacement may launch as any type up to its cheapest price plus an
 	// equal part of it, so whatever the fleet picks, the total stays below the candidates'.
@@ -410,6 +407,11 @@ func evaluate(cands []Candidate, r rules, simulate func(map[string]bool) *schedu
 			return nil, Verdict{"SpotToSpot", fmt.Sprintf("spot-to-spot consolidation needs %d cheaper instance types, %d are", most, len(rc.InstanceTypes))}
 		}
 		cmd.NewPrice += rc.WorstPricePerHour()
+	}
+	// The split is judged at the price it may launch at, not the cheapest.
+	if len(cands) == 1 && len(res.NodeClaims) > 1 && price-cmd.NewPrice < minSplitSavings*price {
+		return nil, Verdict{"NoCheaperFit", fmt.Sprintf("splitting it into %d nodes would save %.1f %%, less than the %.0f %% a split must save",
+			len(res.NodeClaims), 100*(price-cmd.NewPrice)/price, 100*minSplitSavings)}
 	}
 	cmd.Replacements = res.NodeClaims
 	return cmd, Verdict{}

@@ -128,9 +128,11 @@ func TestConsolidateSplitsOneNodeOrShrinksAGroup(t *testing.T) {
 	if got := len(cmd.Replacements[0].InstanceTypes) + len(cmd.Replacements[1].InstanceTypes); got != 4 || cmd.NewPrice >= 2.0 {
 		t.Errorf("kept %d options at most $%.2f/h; want 4 (each below its price + $0.40) under $2/h", got, cmd.NewPrice)
 	}
-	// A split that saves less than minSplitSavings is not worth moving every pod.
+	// A split that may save less than minSplitSavings (at the dearest option each replacement
+	// keeps: here $0.99 + $0.99 of $2) is not worth moving every pod, though its cheapest
+	// options would save 10 %.
 	almost := func(map[string]bool) *scheduling.Result {
-		return &scheduling.Result{NodeClaims: []scheduling.NodeClaim{claim(0.98), claim(0.98)}}
+		return &scheduling.Result{NodeClaims: []scheduling.NodeClaim{claim(0.9, 0.99), claim(0.9, 0.99)}}
 	}
 	if cmd, why := consolidate(candidates(map[string]float64{"big": 2.0}), map[string]int{"default": 1}, rules{}, almost); cmd != nil || why["big"].Reason != "NoCheaperFit" {
 		t.Errorf("split saving 2 %%: command %+v, verdict %+v; want none, NoCheaperFit", cmd, why["big"])
