@@ -127,7 +127,7 @@ func (l *Lifecycle) drain(ctx context.Context, nc *karpv1.NodeClaim, node *corev
 	if tgp := nc.Spec.TerminationGracePeriod; tgp != nil && nc.DeletionTimestamp != nil {
 		force = l.opts.Now().After(nc.DeletionTimestamp.Add(tgp.Duration))
 	}
-	var evict []*corev1.Pod
+	var toEvict []*corev1.Pod
 	remaining := 0
 	for i := range pods.Items {
 		p := &pods.Items[i]
@@ -136,12 +136,12 @@ func (l *Lifecycle) drain(ctx context.Context, nc *karpv1.NodeClaim, node *corev
 		}
 		remaining++
 		if p.DeletionTimestamp == nil {
-			evict = append(evict, p)
+			toEvict = append(toEvict, p)
 		}
 	}
-	errs := make([]error, len(evict))
-	workqueue.ParallelizeUntil(ctx, evictParallelism, len(evict), func(i int) {
-		errs[i] = l.evict(ctx, evict[i], force)
+	errs := make([]error, len(toEvict))
+	workqueue.ParallelizeUntil(ctx, evictParallelism, len(toEvict), func(i int) {
+		errs[i] = l.evict(ctx, toEvict[i], force)
 	})
 	if err := errors.Join(errs...); err != nil {
 		return 0, err
