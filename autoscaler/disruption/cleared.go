@@ -32,6 +32,9 @@ func aheadOf(cmd *Command, cands []Candidate, r rules, simulate func(map[string]
 	}
 	var rest []Candidate
 	for _, cand := range cands {
+		if _, err := minSavingsFor(cand.Pool, r.minSavings); err != nil {
+			continue // consolidate leaves these out too
+		}
 		if !slices.ContainsFunc(cmd.Candidates, func(c Candidate) bool { return c.NodeClaim.Name == cand.NodeClaim.Name }) {
 			rest = append(rest, cand)
 		}

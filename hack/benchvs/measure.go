@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -110,9 +111,13 @@ func measure(ctx context.Context, cfg config, sys system, runDir string, prices 
 			}
 		}
 		running, bound, pods, done, err := allRunning(ctx, c, full, p)
-		queues, err := schedulerMetric(ctx, env, "scheduler_pending_pods", "queue")
 		if err != nil {
 			return false, err
+		}
+		queues, qerr := schedulerMetric(ctx, env, "scheduler_pending_pods", "queue")
+		if qerr != nil { // a diagnostic column: NaN for this row rather than a failed run
+			nan := math.NaN()
+			queues = map[string]float64{"active": nan, "backoff": nan, "unschedulable": nan}
 		}
 		progress = append(progress, fmt.Sprintf("%.1f\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%.0f", since, f.nodes, f.open, bound, running,
 			queues["active"], queues["backoff"], queues["unschedulable"]))
