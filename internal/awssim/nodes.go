@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
 
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
@@ -107,10 +108,8 @@ func (nb *nodeBootstrapper) sync(ctx context.Context, specs []nodeSpec) {
 	for i := range list.Items {
 		existing[list.Items[i].Name] = &list.Items[i]
 	}
+	var work []nodeSpec
 	for _, sp := range specs {
-		if ctx.Err() != nil {
-			return
-		}
 		if sp.err != "" {
 			if nb.failed[sp.instanceID] != sp.err {
 				nb.failed[sp.instanceID] = sp.err
@@ -118,25 +117,37 @@ func (nb *nodeBootstrapper) sync(ctx context.Context, specs []nodeSpec) {
 			}
 			continue
 		}
-		name := sp.node.Name
-		cur, found := existing[name]
+		cur, found := existing[sp.node.Name]
 		switch {
-		case sp.remove:
-			if found && cur.Annotations[InstanceAnnotation] == sp.instanceID {
-				if err := nb.client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-					nb.s.logf("node bootstrap: deleting node %s: %v", name, err)
-				} else if err == nil {
-					nb.s.logf("node bootstrap: deleted node %s (instance %s terminated)", name, sp.instanceID)
-				}
-			}
-		case !found:
-			// A running kubelet (re-)registers its Node whenever it is missing.
-			if _, err := nb.client.CoreV1().Nodes().Create(ctx, sp.node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-				nb.s.logf("node bootstrap: registering node %s: %v", name, err)
-			} else if err == nil {
-				nb.s.logf("node bootstrap: registered node %s for %s (%s)", name, sp.instanceID, sp.node.Spec.ProviderID)
-			}
+		case sp.remove && found && cur.Annotations[InstanceAnnotation] == sp.instanceID: // the instance's own Node goes
+			work = append(work, sp)
+		case !sp.remove && !found: // a running kubelet (re-)registers its Node whenever it is missing
+			work = append(work, sp)
 		}
+	}
+	// Each instance has its own kubelet: Nodes register (and go) side by side, not one after
+	// another, or the last of a large launch would show up a second after the first.
+	workqueue.ParallelizeUntil(ctx, bootstrapParallelism, len(work), func(i int) { nb.apply(ctx, work[i]) })
+}
+
+// bootstrapParallelism bounds the Node writes of one sync.
+const bootstrapParallelism = 16
+
+// apply registers or deletes one instance's Node.
+func (nb *nodeBootstrapper) apply(ctx context.Context, sp nodeSpec) {
+	name := sp.node.Name
+	if sp.remove {
+		if err := nb.client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			nb.s.logf("node bootstrap: deleting node %s: %v", name, err)
+		} else if err == nil {
+			nb.s.logf("node bootstrap: deleted node %s (instance %s terminated)", name, sp.instanceID)
+		}
+		return
+	}
+	if _, err := nb.client.CoreV1().Nodes().Create(ctx, sp.node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		nb.s.logf("node bootstrap: registering node %s: %v", name, err)
+	} else if err == nil {
+		nb.s.logf("node bootstrap: registered node %s for %s (%s)", name, sp.instanceID, sp.node.Spec.ProviderID)
 	}
 }
 
