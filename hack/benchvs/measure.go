@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"os"
@@ -56,6 +58,9 @@ type result struct {
 	// result (scheduled, unschedulable, error): every try beyond one per pod is a pod sent back
 	// to the queue by a cluster event and tried again.
 	schedulerAttempts map[string]float64
+	// apiRequests counts the API server's requests from the apply until every pod ran, by
+	// "verb resource subresource": what the system made the cluster do.
+	apiRequests map[string]float64
 }
 
 // priceTable prices a node by instance type and zone: on-demand list price plus the root volume.
@@ -92,6 +97,10 @@ func measure(ctx context.Context, cfg config, sys system, runDir string, prices 
 		return res, fmt.Errorf("NodePool default not Ready: %w", err)
 	}
 	seen := map[string]bool{}
+	requestsBefore, err := metricSum(ctx, env, env.Config.Host, "apiserver_request_total", "verb", "resource", "subresource")
+	if err != nil {
+		return res, err
+	}
 	start := time.Now()
 	if err := applyFile(ctx, c, filepath.Join(filepath.Dir(runDir), "workload.yaml")); err != nil {
 		return res, err
@@ -142,6 +151,20 @@ func measure(ctx context.Context, cfg config, sys system, runDir string, prices 
 		return res, err
 	}
 	if res.schedulerAttempts, err = schedulerMetric(ctx, env, "scheduler_schedule_attempts_total", "result"); err != nil {
+		return res, err
+	}
+	if res.apiRequests, err = metricSum(ctx, env, env.Config.Host, "apiserver_request_total", "verb", "resource", "subresource"); err != nil {
+		return res, err
+	}
+	var rows []string
+	for k, v := range requestsBefore {
+		res.apiRequests[k] -= v
+	}
+	for k, v := range res.apiRequests {
+		rows = append(rows, fmt.Sprintf("%.0f\t%s", v, strings.ReplaceAll(strings.TrimSpace(k), " ", "\t")))
+	}
+	slices.Sort(rows)
+	if err := os.WriteFile(filepath.Join(runDir, "api-requests.tsv"), []byte("requests\tverb\tresource\tsubresource\n"+strings.Join(rows, "\n")+"\n"), 0o644); err != nil {
 		return res, err
 	}
 	if cfg.settleOut > 0 {
@@ -270,20 +293,49 @@ func (r result) line() string {
 			r.settled.nodes, r.settled.perHour, r.settled.perHour/r.plan[0].TotalPerHour, r.settledSeconds, r.settled)
 	}
 	return fmt.Sprintf("%-9s run %d: all pods created at %.1fs, first node at %.1fs; 50 %%/90 %%/all Running in %.1f/%.1f/%.1fs, last node at %.1fs, on %d nodes $%.3f/h (%.2f× bound, %.2f× plan) [%s]%s; peak %d nodes, %d launched; "+
-		"after scale-down %d nodes $%.3f/h (%.2f× bound), last change at %.0fs [%s]; peak RSS %.0f MiB, CPU %.1fs; scheduler attempts to all Running %v",
+		"after scale-down %d nodes $%.3f/h (%.2f× bound), last change at %.0fs [%s]; peak RSS %.0f MiB, CPU %.1fs; scheduler attempts to all Running %v; API writes to all Running %s",
 		r.system, r.run, r.createdSeconds, r.firstNodeSeconds, r.halfSeconds, r.ninetySeconds, r.outSeconds, r.lastNodeSeconds, r.out.nodes, r.out.perHour, r.out.perHour/r.plan[0].LowerBoundPerHour, r.out.perHour/r.plan[0].TotalPerHour,
 		r.out, settled, r.peakNodes, r.nodesSeen, r.down.nodes, r.down.perHour, r.down.perHour/r.plan[1].LowerBoundPerHour, r.downSeconds, r.down,
-		r.peakMiB, r.cpuSeconds, r.schedulerAttempts)
+		r.peakMiB, r.cpuSeconds, r.schedulerAttempts, topWrites(r.apiRequests, 8))
+}
+
+// topWrites renders the write requests among the counts: their total and the n largest, largest
+// first.
+func topWrites(requests map[string]float64, n int) string {
+	writes := map[string]float64{}
+	for k, v := range requests {
+		switch verb, _, _ := strings.Cut(k, " "); verb {
+		case "POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION":
+			writes[k] = v
+		}
+	}
+	keys := slices.Collect(maps.Keys(writes))
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Compare(writes[b], writes[a]) })
+	total := 0.0
+	for _, v := range writes {
+		total += v
+	}
+	parts := []string{fmt.Sprintf("%.0f in all", total)}
+	for _, k := range keys[:min(n, len(keys))] {
+		parts = append(parts, fmt.Sprintf("%s %.0f", strings.TrimSpace(k), writes[k]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // schedulerMetric reads one counter or gauge family from the kube-scheduler, summed by the
 // value of one label.
 func schedulerMetric(ctx context.Context, env *localenv.Env, family, label string) (map[string]float64, error) {
+	return metricSum(ctx, env, env.SchedulerURL, family, label)
+}
+
+// metricSum reads a component's /metrics and sums the family's samples by the values of the
+// labels (joined by spaces).
+func metricSum(ctx context.Context, env *localenv.Env, baseURL, family string, labels ...string) (map[string]float64, error) {
 	hc, err := rest.HTTPClientFor(env.Config)
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, env.SchedulerURL+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/metrics", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -293,7 +345,7 @@ func schedulerMetric(ctx context.Context, env *localenv.Env, family, label strin
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("kube-scheduler /metrics: %s", resp.Status)
+		return nil, fmt.Errorf("%s/metrics: %s", baseURL, resp.Status)
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(resp.Body)
@@ -302,11 +354,13 @@ func schedulerMetric(ctx context.Context, env *localenv.Env, family, label strin
 	}
 	out := map[string]float64{}
 	for _, m := range families[family].GetMetric() {
+		values := make([]string, len(labels))
 		for _, l := range m.GetLabel() {
-			if l.GetName() == label {
-				out[l.GetValue()] += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			if i := slices.Index(labels, l.GetName()); i >= 0 {
+				values[i] = l.GetValue()
 			}
 		}
+		out[strings.Join(values, " ")] += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 	}
 	return out, nil
 }
