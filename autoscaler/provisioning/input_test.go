@@ -1,6 +1,7 @@
 package provisioning
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	"github.com/karpool/karpool/autoscaler/catalog"
@@ -181,5 +183,24 @@ func TestSimulateWithoutMovesDrainingPods(t *testing.T) {
 	res := p.SimulateWithout(c, nil, map[string]bool{})
 	if len(res.Bindings) != 1 || res.Bindings[0].Pod.Name != "big" || res.Bindings[0].Node == "managed" {
 		t.Fatalf("bindings %+v, unschedulable %+v: want big moved off the draining node", res.Bindings, res.Unschedulable)
+	}
+}
+
+// A decision for many pods nominates every one of them but posts Nominated events at
+// Karpenter's pace (a burst of 10, then 5 per second), not one per pod at once.
+func TestNominatedEventsRateLimited(t *testing.T) {
+	rec := record.NewFakeRecorder(200)
+	p := New(nil, Options{Recorder: rec})
+	var pods []*corev1.Pod
+	for i := range 100 {
+		pods = append(pods, pendingPod(fmt.Sprintf("p%d", i), "100m"))
+	}
+	p.nominate(pods, "big-claim")
+	if got := len(p.NominatedTo("big-claim")); got != 100 {
+		t.Errorf("%d pods nominated, want 100", got)
+	}
+	// The burst may have refilled by a token or two while the loop ran.
+	if got := len(rec.Events); got < nominatedEventsBurst || got > nominatedEventsBurst+2 {
+		t.Errorf("%d Nominated events for 100 pods at once, want about %d", got, nominatedEventsBurst)
 	}
 }

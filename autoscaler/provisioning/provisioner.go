@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -57,6 +58,10 @@ type Provisioner struct {
 	nominatedSince map[types.UID]nominatedSince
 	// cohorts holds, by NodeClaim name, the NodeClaims created by the same decision.
 	cohorts map[string][]string
+	// nominatedEvents bounds the Nominated events of all pods together, as Karpenter's
+	// PodNominationRateLimiter does: a decision for 1,000 pods would otherwise post 1,000
+	// events while the new nodes come up, each a write the API server must make.
+	nominatedEvents flowcontrol.RateLimiter
 }
 
 // New returns a Provisioner that reads from and writes through c (the manager's client, whose
@@ -72,8 +77,15 @@ func New(c client.Client, opts Options) *Provisioner {
 		opts.Recheck = 10 * time.Second
 	}
 	return &Provisioner{client: c, opts: opts, trigger: make(chan struct{}, 1), nominations: Nominations{},
-		triggered: map[types.UID]bool{}, nominatedSince: map[types.UID]nominatedSince{}, cohorts: map[string][]string{}}
+		triggered: map[types.UID]bool{}, nominatedSince: map[types.UID]nominatedSince{}, cohorts: map[string][]string{},
+		nominatedEvents: flowcontrol.NewTokenBucketRateLimiter(nominatedEventsPerSecond, nominatedEventsBurst)}
 }
+
+// Karpenter's pace for Nominated events: 5 per second, bursts of 10.
+const (
+	nominatedEventsPerSecond = 5
+	nominatedEventsBurst     = 10
+)
 
 // Trigger asks for a provisioning round; triggers during a batch window extend the batch.
 func (p *Provisioner) Trigger() {
@@ -227,7 +239,9 @@ func (p *Provisioner) nominate(pods []*corev1.Pod, claim string) {
 	p.mu.Unlock()
 	if p.opts.Recorder != nil {
 		for _, pod := range pods {
-			p.opts.Recorder.Eventf(pod, corev1.EventTypeNormal, "Nominated", "Pod should schedule on: nodeclaim/%s", claim)
+			if p.nominatedEvents.TryAccept() {
+				p.opts.Recorder.Eventf(pod, corev1.EventTypeNormal, "Nominated", "Pod should schedule on: nodeclaim/%s", claim)
+			}
 		}
 	}
 }
