@@ -156,10 +156,10 @@ func measure(ctx context.Context, cfg config, sys system, runDir string, prices 
 	if res.apiRequests, err = metricSum(ctx, env, env.Config.Host, "apiserver_request_total", "verb", "resource", "subresource"); err != nil {
 		return res, err
 	}
-	var rows []string
 	for k, v := range requestsBefore {
 		res.apiRequests[k] -= v
 	}
+	var rows []string
 	for k, v := range res.apiRequests {
 		rows = append(rows, fmt.Sprintf("%.0f\t%s", v, strings.ReplaceAll(strings.TrimSpace(k), " ", "\t")))
 	}
