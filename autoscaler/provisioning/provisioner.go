@@ -62,6 +62,9 @@ type Provisioner struct {
 	// PodNominationRateLimiter does: a decision for 1,000 pods would otherwise post 1,000
 	// events while the new nodes come up, each a write the API server must make.
 	nominatedEvents flowcontrol.RateLimiter
+	// podEvents dedupes FailedScheduling and Nominated events per pod; now is its clock.
+	podEvents eventDedupe
+	now       func() time.Time
 }
 
 // New returns a Provisioner that reads from and writes through c (the manager's client, whose
@@ -78,7 +81,7 @@ func New(c client.Client, opts Options) *Provisioner {
 	}
 	return &Provisioner{client: c, opts: opts, trigger: make(chan struct{}, 1), nominations: Nominations{},
 		triggered: map[types.UID]bool{}, nominatedSince: map[types.UID]nominatedSince{}, cohorts: map[string][]string{},
-		nominatedEvents: flowcontrol.NewTokenBucketRateLimiter(nominatedEventsPerSecond, nominatedEventsBurst)}
+		nominatedEvents: flowcontrol.NewTokenBucketRateLimiter(nominatedEventsPerSecond, nominatedEventsBurst), now: time.Now}
 }
 
 // Karpenter's pace for Nominated events: 5 per second, bursts of 10.
@@ -230,7 +233,8 @@ func (p *Provisioner) nominateInFlight(placements []scheduling.Binding, inFlight
 	}
 }
 
-// nominate remembers that the pods will run on the NodeClaim and says so in an event on each.
+// nominate remembers that the pods will run on the NodeClaim and says so in an event on each,
+// as Karpenter does: once per pod within nominatedDedupe, and at most nominatedEvents' pace.
 func (p *Provisioner) nominate(pods []*corev1.Pod, claim string) {
 	p.mu.Lock()
 	for _, pod := range pods {
@@ -238,8 +242,9 @@ func (p *Provisioner) nominate(pods []*corev1.Pod, claim string) {
 	}
 	p.mu.Unlock()
 	if p.opts.Recorder != nil {
+		now := p.now()
 		for _, pod := range pods {
-			if p.nominatedEvents.TryAccept() {
+			if p.podEvents.first("Nominated", pod.UID, now, nominatedDedupe) && p.nominatedEvents.TryAccept() {
 				p.opts.Recorder.Eventf(pod, corev1.EventTypeNormal, "Nominated", "Pod should schedule on: nodeclaim/%s", claim)
 			}
 		}
@@ -438,8 +443,9 @@ func (p *Provisioner) NominatedTo(claim string) []types.NamespacedName {
 	return out
 }
 
-// reportUnschedulable records a FailedScheduling event on each pod no capacity was found for,
-// naming the reason (a pool limit, taints, requirements...), and says which pools were skipped.
+// reportUnschedulable records a FailedScheduling event on each pod no capacity was found for
+// (once per pod within failedSchedulingDedupe), naming the reason (a pool limit, taints,
+// requirements...), and says which pools were skipped.
 func (p *Provisioner) reportUnschedulable(ctx context.Context, pods []scheduling.Unschedulable, skipped map[string]string) {
 	if p.opts.Metrics != nil {
 		p.opts.Metrics.UnschedulablePods.WithLabelValues(metrics.ControllerProvisioner).Set(float64(len(pods)))
@@ -456,9 +462,10 @@ func (p *Provisioner) reportUnschedulable(ctx context.Context, pods []scheduling
 		note = "; " + strings.Join(parts, "; ")
 	}
 	logger := log.FromContext(ctx)
+	now := p.now()
 	for _, u := range pods {
 		logger.Info("could not schedule pod", "Pod", klog.KObj(u.Pod), "reason", u.Reason+note)
-		if p.opts.Recorder != nil {
+		if p.opts.Recorder != nil && p.podEvents.first("FailedScheduling", u.Pod.UID, now, failedSchedulingDedupe) {
 			p.opts.Recorder.Eventf(u.Pod, corev1.EventTypeWarning, "FailedScheduling", "Failed to schedule pod, %s%s", u.Reason, note)
 		}
 	}
