@@ -338,9 +338,7 @@ func (l *Lifecycle) handOff(ctx context.Context, nc *karpv1.NodeClaim, node stri
 			pod.Status.NominatedNodeName != "" {
 			return
 		}
-		patch := client.MergeFromWithOptions(pod.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		pod.Status.NominatedNodeName = node
-		if err := l.client.Status().Patch(ctx, &pod, patch); err != nil {
+		if err := l.client.Status().Patch(ctx, &pod, state.NominationPatch(&pod, node)); err != nil {
 			log.FromContext(ctx).V(1).Info("could not nominate pod to its node", "Pod", klog.KObj(&pod), "Node", node, "error", err.Error())
 			return
 		}

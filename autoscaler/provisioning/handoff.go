@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/karpool/karpool/autoscaler/catalog"
@@ -119,10 +118,7 @@ func fitsFreeRoom(pod *corev1.Pod, node *corev1.Node, pods []*corev1.Pod) bool {
 func (p *Provisioner) clearNominations(ctx context.Context, pods []*corev1.Pod) {
 	cleared := 0
 	for _, pod := range pods {
-		patched := pod.DeepCopy()
-		patched.Status.NominatedNodeName = ""
-		patch := client.MergeFromWithOptions(pod, client.MergeFromWithOptimisticLock{})
-		if err := p.client.Status().Patch(ctx, patched, patch); err != nil {
+		if err := p.client.Status().Patch(ctx, pod.DeepCopy(), state.NominationPatch(pod, "")); err != nil {
 			log.FromContext(ctx).V(1).Info("could not clear a stale nomination", "Pod", klog.KObj(pod), "error", err.Error())
 			continue
 		}

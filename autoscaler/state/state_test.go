@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // A node's pods are the bound ones and the pending ones nominated to it: the kube-scheduler
@@ -27,5 +28,20 @@ func TestPodsOnCountsNominatedPods(t *testing.T) {
 	}
 	if Provisionable(nominated) {
 		t.Error("a pod nominated by the scheduler's preemption is provisionable")
+	}
+}
+
+// The hand-off's patch names the node and the resourceVersion read; clearing removes the field.
+func TestNominationPatch(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", ResourceVersion: "42"}}
+	for node, want := range map[string]string{
+		"ip-10-0-0-1.ec2.internal": `{"metadata":{"resourceVersion":"42"},"status":{"nominatedNodeName":"ip-10-0-0-1.ec2.internal"}}`,
+		"":                         `{"metadata":{"resourceVersion":"42"},"status":{"nominatedNodeName":null}}`,
+	} {
+		p := NominationPatch(pod, node)
+		body, err := p.Data(pod)
+		if err != nil || string(body) != want || p.Type() != types.MergePatchType {
+			t.Errorf("node %q: %s %s (%v), want %s", node, p.Type(), body, err, want)
+		}
 	}
 }

@@ -2,7 +2,8 @@
 // fresh local control plane, on the same seeded workload and the same instance types, zones,
 // allocatable and prices, and prints what each did: `make bench-vs-karpenter`.
 //
-// A run: apply the Deployments, wait until every pod is Running (time, nodes, $/h), scale every
+// A run: start a control plane with one tainted system node (as every real cluster has one for
+// the autoscaler itself), apply the Deployments, wait until every pod is Running (time, nodes, $/h), scale every
 // Deployment to a fraction of its replicas, watch the fleet for a while (nodes, $/h, when it last
 // changed), and read the autoscaler's peak RSS and CPU seconds. Costs of both fleets are counted
 // the same way, with karpool's catalog: on-demand list price plus the default root volume.

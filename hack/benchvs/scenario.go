@@ -11,9 +11,12 @@ import (
 	"strconv"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/karpool/karpool/autoscaler/catalog"
+	"github.com/karpool/karpool/internal/localenv"
 )
 
 const (
@@ -250,4 +253,32 @@ func writeFiles(dir string, cat *catalog.Catalog, types []catalog.InstanceType, 
 		}
 	}
 	return nil
+}
+
+// systemNodeLabel marks the node the cluster has before any autoscaler adds one; the fleet's
+// counts and prices leave it out.
+const systemNodeLabel = "benchvs.karpool.dev/system"
+
+// systemNode is the node every real cluster has before the autoscaler adds any: the autoscaler
+// itself runs somewhere (a managed node group, or Fargate, whose nodes are tainted too). It is
+// tainted CriticalAddonsOnly, as EKS system node groups often are, so no workload pod lands on
+// it, and kwok keeps it Ready. Without it the kube-scheduler fails every pending pod with "no
+// nodes available", an error it retries on a backoff timer whatever happens in the cluster,
+// instead of waiting for a node that could take the pod — a path no real cluster takes.
+func systemNode() *corev1.Node {
+	const name = "system-0"
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name,
+			Labels: map[string]string{systemNodeLabel: "true", corev1.LabelHostname: name,
+				corev1.LabelTopologyZone: region + "a", corev1.LabelTopologyRegion: region,
+				corev1.LabelOSStable: "linux", corev1.LabelArchStable: "amd64"},
+			Annotations: map[string]string{localenv.KwokNodeAnnotation: "fake"},
+		},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "CriticalAddonsOnly", Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
+		Status: corev1.NodeStatus{
+			Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("29")},
+			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1930m"), corev1.ResourceMemory: resource.MustParse("7134Mi"), corev1.ResourcePods: resource.MustParse("29")},
+		},
+	}
 }
