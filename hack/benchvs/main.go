@@ -3,9 +3,9 @@
 // allocatable and prices, and prints what each did: `make bench-vs-karpenter`.
 //
 // A run: start a control plane with one tainted system node (as every real cluster has one for
-// the autoscaler itself), apply the Deployments, wait until every pod is Running (time, nodes, $/h), scale every
-// Deployment to a fraction of its replicas, watch the fleet for a while (nodes, $/h, when it last
-// changed), and read the autoscaler's peak RSS and CPU seconds. Costs of both fleets are counted
+// the autoscaler itself), apply the Deployments, wait until every pod is Running (time, nodes,
+// $/h), scale every Deployment to a fraction of its replicas, watch the fleet for a while (nodes,
+// $/h, when it last changed), and read the autoscaler's peak RSS and CPU seconds. Costs of both fleets are counted
 // the same way, with karpool's catalog: on-demand list price plus the default root volume.
 package main
 
