@@ -111,6 +111,7 @@ func (r *Reconciler) ensureAWS(ctx context.Context, obj *v1alpha1.PoolSync, objs
 		ClusterName: spec.ClusterName, Region: spec.Region, AccountID: spec.AccountID, PodIdentity: spec.PodIdentity,
 		Namespace: r.opts.SecretNamespace, ServiceAccount: r.opts.ServiceAccount,
 		NodeRole: spec.NodeRole, InterruptionQueue: spec.InterruptionQueue, NodeAccess: spec.NodeAccess,
+		AllowedAccounts: spec.AllowedAccounts,
 	})
 	if err != nil {
 		return nil, err

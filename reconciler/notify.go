@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
+	"github.com/karpool/karpool/internal/redact"
 )
 
 // ReportingController names karpool in the events it sends to Flux's notification-controller.
@@ -49,7 +50,9 @@ func (r *Reconciler) notify(obj *v1alpha1.PoolSync, eventType, reason, format st
 		// strips the prefix, and its commit-status providers read "revision".
 		metadata = map[string]string{v1alpha1.GroupVersion.Group + "/" + eventv1.MetaRevisionKey: rev}
 	}
-	r.opts.Notifier.AnnotatedEventf(&ref, metadata, eventType, reason, format, args...)
+	// Flux forwards events to chat and to commit statuses, out of the cluster: whatever an
+	// argument quotes, URLs go redacted.
+	r.opts.Notifier.AnnotatedEventf(&ref, metadata, eventType, reason, "%s", redact.Text(fmt.Sprintf(format, args...)))
 }
 
 // revisionOf is the revision an event is about: the one last attempted, else the one applied.

@@ -13,6 +13,7 @@ package reconciler
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -37,6 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
+	"github.com/karpool/karpool/internal/redact"
 	"github.com/karpool/karpool/reconciler/source"
 	"github.com/karpool/karpool/reconciler/status"
 	"github.com/karpool/karpool/reconciler/validate"
@@ -379,10 +381,11 @@ func (r *Reconciler) jitter(d time.Duration) time.Duration {
 
 // event records an event when a recorder is configured, and sends it to Flux when a notifier is.
 func (r *Reconciler) event(obj *v1alpha1.PoolSync, eventType, reason, format string, args ...any) {
+	msg := redact.Text(fmt.Sprintf(format, args...))
 	if r.opts.EventRecorder != nil {
-		r.opts.EventRecorder.Eventf(obj, eventType, reason, format, args...)
+		r.opts.EventRecorder.Eventf(obj, eventType, reason, "%s", msg)
 	}
 	if r.opts.Notifier != nil {
-		r.notify(obj, eventType, reason, format, args...)
+		r.notify(obj, eventType, reason, "%s", msg)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/prereq/ensure"
 	"github.com/karpool/karpool/autoscaler/simulate"
+	"github.com/karpool/karpool/internal/redact"
 	"github.com/karpool/karpool/reconciler/build"
 	"github.com/karpool/karpool/reconciler/forge"
 	"github.com/karpool/karpool/reconciler/review"
@@ -96,10 +97,15 @@ func (r *Reconciler) reviewOne(ctx context.Context, obj *v1alpha1.PoolSync, f fo
 	if err != nil {
 		return err
 	}
-	if !plan.Failed() {
+	switch {
+	case plan.Failed():
+	case pr.Fork && obj.Spec.AWS != nil && obj.Spec.AWS.Mode != v1alpha1.AWSModeOff:
+		// A fork's branch may come from anyone: its plan uses no AWS credentials (SECURITY.md).
+		plan.AWS = &review.AWSChanges{Mode: string(modeOf(obj.Spec.AWS)), Error: "not planned for a pull request from a fork, which karpool plans without AWS credentials; the account is planned once the change is on a branch of this repository"}
+	default:
 		plan.AWS = r.planAWS(ctx, obj, head)
 	}
-	out, c, err := forge.Post(ctx, f, pr.Number, review.Marker(obj.Spec.Path), plan.Markdown("controller"), plan.Changed(), false)
+	out, c, err := forge.Post(ctx, f, pr.Number, review.Marker(obj.Spec.Path), plan.Markdown("controller"), plan.Worth(), false)
 	if err != nil {
 		return err
 	}
@@ -122,7 +128,7 @@ func (r *Reconciler) planAWS(ctx context.Context, obj *v1alpha1.PoolSync, head *
 		return nil
 	}
 	out := &review.AWSChanges{Mode: string(modeOf(obj.Spec.AWS))}
-	objs, err := build.Build(head.Files, obj.Spec.Path)
+	objs, err := build.Build(ctx, head.Files, obj.Spec.Path)
 	if err == nil {
 		var changes []ensure.Change
 		if changes, err = r.ensureAWS(ctx, obj, objs, true); err == nil {
@@ -131,7 +137,7 @@ func (r *Reconciler) planAWS(ctx context.Context, obj *v1alpha1.PoolSync, head *
 		}
 	}
 	if err != nil {
-		out.Error = err.Error()
+		out.Error = redact.Text(err.Error())
 	}
 	return out
 }
@@ -182,7 +188,7 @@ func (r *Reconciler) clusterWorkload(ctx context.Context, obj *v1alpha1.PoolSync
 		return nil, err
 	}
 	name := status.Dir(obj) + "/" + status.WorkloadFile
-	objs, err := build.LoadFile(name, files[name])
+	objs, err := build.LoadFile(ctx, name, files[name])
 	if err != nil {
 		return nil, err
 	}

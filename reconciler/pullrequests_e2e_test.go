@@ -144,5 +144,9 @@ func TestPullRequestsArePlanned(t *testing.T) {
 	gittest.Git(t, work, "commit", "-q", "-am", "t3.large")
 	gittest.Git(t, work, "push", "-q", fork, "from-fork")
 	forked := srv.OpenPullRequest("pools", "contributor:from-fork", "main", "larger nodes, from a fork")
-	waitComment(forked, gittest.Git(t, work, "rev-parse", "HEAD"), "t3.large on-demand")
+	fromFork := waitComment(forked, gittest.Git(t, work, "rev-parse", "HEAD"), "t3.large on-demand")
+	// Planned without AWS credentials: the account is not read for a fork's branch.
+	if !strings.Contains(fromFork.Body, "not planned for a pull request from a fork") || strings.Contains(fromFork.Body, "+ SQS queue demo") {
+		t.Errorf("the fork's comment plans the account:\n%s", fromFork.Body)
+	}
 }

@@ -17,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
+	"github.com/karpool/karpool/internal/redact"
 	"github.com/karpool/karpool/reconciler/build"
 	"github.com/karpool/karpool/reconciler/source"
 	"github.com/karpool/karpool/reconciler/validate"
@@ -37,7 +38,7 @@ func (r *Reconciler) reconcile(ctx context.Context, obj *v1alpha1.PoolSync, patc
 	ctx, cancel := context.WithTimeout(ctx, timeoutOf(obj))
 	defer cancel()
 
-	reconcile.ProgressiveStatus(false, obj, meta.ProgressingReason, "fetching %s", source.Redact(obj.Spec.URL))
+	reconcile.ProgressiveStatus(false, obj, meta.ProgressingReason, "fetching %s", redact.URL(obj.Spec.URL))
 	if err := r.patchProgress(ctx, obj, patcher); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -67,7 +68,7 @@ func (r *Reconciler) reconcile(ctx context.Context, obj *v1alpha1.PoolSync, patc
 	}
 
 	// 2. Build: kustomize or plain YAML, every object with the file and line it came from.
-	objs, err := build.Build(art.Files, obj.Spec.Path)
+	objs, err := build.Build(ctx, art.Files, obj.Spec.Path)
 	if err != nil {
 		return r.fail(obj, meta.BuildFailedReason, fmt.Errorf("building revision %s failed, nothing applied: %w", art.Revision, err))
 	}
@@ -148,8 +149,10 @@ func (r *Reconciler) reconcile(ctx context.Context, obj *v1alpha1.PoolSync, patc
 }
 
 // fail marks Ready=False with the reason and the error's message, records a warning event and
-// returns the error for finalize.
+// returns the error for finalize. The error is redacted first, for the log line too: a build or
+// fetch error can quote URLs from the spec or the repository, credentials and all.
 func (r *Reconciler) fail(obj *v1alpha1.PoolSync, reason string, err error) (ctrl.Result, error) {
+	err = redact.Error(err)
 	conditions.MarkFalse(obj, meta.ReadyCondition, reason, "%s", err.Error())
 	r.event(obj, corev1.EventTypeWarning, reason, "%s", err.Error())
 	return ctrl.Result{}, err
@@ -157,6 +160,7 @@ func (r *Reconciler) fail(obj *v1alpha1.PoolSync, reason string, err error) (ctr
 
 // stall is fail for errors only a spec change can fix.
 func (r *Reconciler) stall(obj *v1alpha1.PoolSync, reason string, err error) (ctrl.Result, error) {
+	err = redact.Error(err)
 	conditions.MarkStalled(obj, reason, "%s", err.Error())
 	r.fail(obj, reason, err)
 	return ctrl.Result{}, &stalledError{err: err}

@@ -52,7 +52,10 @@ func loadValidCorpus(t *testing.T, s *schema.Schema) []validDocument {
 			t.Fatal(err)
 		}
 		for _, fd := range res.Findings {
-			t.Errorf("valid document rejected: %s", fd)
+			// Warnings (seed 002's placeholder instance profile) do not reject a document.
+			if fd.Severity == schema.Error {
+				t.Errorf("valid document rejected: %s", fd)
+			}
 		}
 		for _, d := range res.Documents {
 			if !schema.Known(d.APIVersion, d.Kind) || !res.CheckedDocs[d.Index] {

@@ -101,6 +101,12 @@ func TestStockCueVet(t *testing.T) {
 	if code != 1 || !strings.Contains(out, `spec.template.spec.requirements.0: label domain "karpenter.sh" is restricted`) {
 		t.Errorf("cue vet on %s: exit %d, want 1 with the rule's message\n%s", bad, code, out)
 	}
+	// A role the CRD accepts and karpool refuses: stock cue vet refuses it too.
+	const role = "schema/testdata/stricter/ec2nodeclass-role-wildcard.yaml"
+	out, code = cueVet(t, bin, "vet", "-c", "-d", "#Resource", "./schema", role)
+	if code != 1 || !strings.Contains(out, "role must be an IAM role") {
+		t.Errorf("cue vet on %s: exit %d, want 1 with the rule's message\n%s", role, code, out)
+	}
 	// A retired API: the message says what to run.
 	out, code = cueVet(t, bin, "vet", "-c", "-d", "#Resource", "./schema", "examples/seeds/004-weasel/nodepool-ec2nodeclass.yaml")
 	if code != 1 || !strings.Contains(out, "run `karpool migrate FILE`") {

@@ -27,6 +27,7 @@ var fieldOf = []struct{ message, parent, field string }{
 	{"in a capacity reservation selector term", "spec", "capacityReservationSelectorTerms"},
 	{"blockDeviceMappings with rootVolume", "spec", "blockDeviceMappings"},
 	{"networkInterfaces must", "spec", "networkInterfaces"},
+	{"role must be an IAM role", "spec", "role"},
 	{"kubeReserved value cannot", "kubelet", "kubeReserved"},
 	{"systemReserved value cannot", "kubelet", "systemReserved"},
 	{"group may not be empty", "nodeClassRef", "group"},
@@ -207,6 +208,8 @@ var patterns = map[string]string{
 	`^(https?|ssh|file)://.+$`:         "must be an https://, http://, ssh:// or file:// URL",
 	`^[a-z]{2}(-[a-z]+)+-[0-9]+$`:      "must be an AWS region such as us-east-1",
 	`^[0-9a-f]{40}$`:                   "must be a full 40-character lowercase SHA-1",
+	`^((arn:(aws|aws-cn|aws-us-gov):iam::([0-9]{12}):role/)|/)?(([A-Za-z0-9+=,.@_-]+/)*)([A-Za-z0-9+=,.@_-]{1,64})$`: "must be an IAM role name (1 to 64 letters, digits and + = , . @ _ -), optionally after its path (team/NodeRole), or the role's ARN",
+	`^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$`:                                                              "must be an SQS queue name: 1 to 80 letters, digits, - and _, a FIFO queue's ending in .fifo",
 }
 
 var patternHints = map[string]string{
@@ -215,6 +218,8 @@ var patternHints = map[string]string{
 	`^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$`: "e.g. 500m or 2 for cpu, 512Mi or 16Gi for memory",
 	`^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$`:                                                                "e.g. team-a; no spaces or slashes",
 	`^((100|[0-9]{1,2})%|[0-9]+)$`: `e.g. nodes: "10%" or nodes: "2"`,
+	`^((arn:(aws|aws-cn|aws-us-gov):iam::([0-9]{12}):role/)|/)?(([A-Za-z0-9+=,.@_-]+/)*)([A-Za-z0-9+=,.@_-]{1,64})$`: "e.g. KarpenterNodeRole-CLUSTER, team/KarpenterNodeRole-CLUSTER or arn:aws:iam::ACCOUNT:role/NAME; no * ? or ${",
+	`^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$`:                                                              "e.g. the cluster name; no * ? or ${",
 }
 
 // explain turns a CUE error message into the message and fix hint a user reads. It may extend
@@ -436,6 +441,7 @@ func fieldNames(v cue.Value, path []string) []string {
 var ruleHints = []struct{ message, hint string }{
 	{"must specify exactly one of ['role', 'instanceProfile']", "keep role (an IAM role; Karpenter makes the instance profile) or instanceProfile (an existing profile), not both"},
 	{"role cannot be empty", "set role to the node IAM role name, e.g. KarpenterNodeRole-CLUSTER"},
+	{"role must be an IAM role", "write the role's name (1 to 64 letters, digits and + = , . @ _ -), e.g. KarpenterNodeRole-CLUSTER, optionally after its path (team/KarpenterNodeRole-CLUSTER), or its ARN (arn:aws:iam::ACCOUNT:role/NAME); no * ? or ${"},
 	{"instanceProfile cannot be empty", "set instanceProfile to an existing instance profile name, or use role instead"},
 	{"'schedule' must be set with 'duration'", "give the budget both schedule (cron) and duration (e.g. 8h), or neither"},
 	{`label domain "karpenter.sh" is restricted`, "Karpenter owns karpenter.sh labels (only capacity-type may be used); use your own domain, e.g. example.com/team"},

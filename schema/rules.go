@@ -2,11 +2,15 @@ package schema
 
 import (
 	"fmt"
+	"regexp"
 
 	"github.com/Masterminds/semver/v3"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/prereq"
 )
+
+var instanceProfilePattern = regexp.MustCompile(prereq.InstanceProfilePattern)
 
 // Rules that CUE cannot state are checked in Go, here, after the CUE schema: `karpool vet` and
 // PoolSync validation both validate through Schema.ValidateDocument, so this is the one place
@@ -20,8 +24,29 @@ func goRules(d *Document, obj any, reported map[string]bool) Findings {
 		return budgetSchedules(d, obj, reported)
 	case "karpool.dev/v1alpha1|PoolSync":
 		return semverRange(d, obj, reported)
+	case "karpenter.k8s.aws/v1|EC2NodeClass":
+		return instanceProfileName(d, obj, reported)
 	}
 	return nil
+}
+
+// instanceProfileName warns of an EC2NodeClass's spec.instanceProfile that is not an instance
+// profile name: Karpenter puts it into launch templates as it is, and they fail. It warns rather
+// than refuses, as the profile reaches no policy karpool renders, and manifests kept in
+// Terraform heredocs hold placeholders there (${aws_iam_instance_profile.NAME.name}, seed 002).
+// spec.role, which the controller policy names, is refused by the CUE schema (#IAMRole).
+func instanceProfileName(d *Document, obj any, reported map[string]bool) Findings {
+	path := []string{"spec", "instanceProfile"}
+	els := elementsAt(obj, path, nil)
+	if len(els) == 0 || reported[FieldPath(path)] {
+		return nil
+	}
+	profile, ok := els[0].value.(string)
+	if !ok || instanceProfilePattern.MatchString(profile) {
+		return nil
+	}
+	return Findings{d.At(path, Warning, "instance-profile", "instanceProfile is not an instance profile name, so Karpenter cannot launch with it",
+		"name an existing instance profile: 1 to 128 letters, digits and + = , . @ _ -, without a path; no * ? or ${")}
 }
 
 // semverRange checks a PoolSync's spec.ref.semver the way the source reads it, as Flux's

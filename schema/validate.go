@@ -13,6 +13,8 @@ import (
 	cueerrors "cuelang.org/go/cue/errors"
 	"cuelang.org/go/cue/literal"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/karpool/karpool/internal/yamlbound"
 )
 
 // Result is the outcome of validating one file.
@@ -60,6 +62,12 @@ func (s *Schema) validateChunk(filename string, c Chunk, lim Limits) chunkResult
 	}
 	if d == nil {
 		return chunkResult{}
+	}
+	// Any document, of any kind, with the build's cap (confined.Defaults): a bomb in a document
+	// vet would skip is one a build would still read.
+	if n, worst := yamlbound.Added(d.Node, yamlbound.Max); n > yamlbound.Max {
+		return chunkResult{doc: d, checked: true, fs: Findings{{Severity: Error, Rule: "limits", File: filename, Line: worst.Line, Column: worst.Column,
+			Message: fmt.Sprintf("the YAML aliases expand to more than %d nodes: write the values out instead", yamlbound.Max)}}}
 	}
 	fs, checked := s.ValidateDocument(d, lim)
 	return chunkResult{doc: d, fs: fs, checked: checked}

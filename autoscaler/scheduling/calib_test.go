@@ -58,7 +58,7 @@ func bestSingleType(in *scheduling.Input) (string, float64) {
 	}
 	sort.Slice(reqs, func(i, j int) bool { return reqs[i][0] > reqs[j][0] })
 	best, bestName := math.Inf(1), ""
-	for _, pt := range scheduling.PoolTypes(in)[0] {
+	for _, pt := range scheduling.NewPoolTypes(in).Of(0) {
 		if pt.Type.Capacity[catalog.CPU] < 8000 || pt.Type.Capacity[catalog.CPU] > 64000 {
 			continue
 		}
@@ -87,7 +87,7 @@ func TestCalibratePerPod(t *testing.T) {
 	}
 	in := lognormalInput(t, workload.Lognormal(10000), allNonBurstablePool())
 	bound := lowerBound(t, in).LowerBound
-	pts := scheduling.PoolTypes(in)[0]
+	pts := scheduling.NewPoolTypes(in).Of(0)
 	sum := 0.0
 	use := map[string]float64{}
 	for _, p := range in.Pods {
@@ -128,7 +128,7 @@ func TestCalibrateGroups(t *testing.T) {
 		in := lognormalInput(t, calibPods(), np)
 		bound := lowerBound(t, in).LowerBound
 		best := map[string]scheduling.PoolType{}
-		for _, pt := range scheduling.PoolTypes(in)[0] {
+		for _, pt := range scheduling.NewPoolTypes(in).Of(0) {
 			f := pt.Type.Labels["karpenter.k8s.aws/instance-family"]
 			if cur, ok := best[f]; !ok || pt.Type.Capacity[0] > cur.Type.Capacity[0] {
 				best[f] = pt

@@ -33,7 +33,7 @@ func wholePodBound(tb testing.TB, in *scheduling.Input) float64 {
 
 func boundProblem(in *scheduling.Input) costbound.Problem {
 	var types []costbound.Type
-	for _, pt := range scheduling.PoolTypes(in)[0] {
+	for _, pt := range scheduling.NewPoolTypes(in).Of(0) {
 		if !costbound.Eligible(&pt.Type, costbound.Eligibility{}) {
 			continue
 		}

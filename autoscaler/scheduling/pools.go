@@ -1,6 +1,7 @@
 package scheduling
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -339,7 +340,24 @@ func isTypeKeyCandidate(key string) bool {
 
 // buildPools prepares every NodePool.
 func (s *solver) buildPools() {
-	// Zones: every zone any offering or node mentions, in name order.
+	s.buildZones()
+	for i := range s.in.Pools {
+		s.pools = append(s.pools, s.buildPool(i))
+	}
+	// Highest weight first, then name.
+	s.poolOrder = make([]*poolState, len(s.pools))
+	copy(s.poolOrder, s.pools)
+	sort.SliceStable(s.poolOrder, func(a, b int) bool {
+		pa, pb := s.poolOrder[a], s.poolOrder[b]
+		if pa.weight != pb.weight {
+			return pa.weight > pb.weight
+		}
+		return pa.name < pb.name
+	})
+}
+
+// buildZones indexes every zone any offering or node mentions, in name order.
+func (s *solver) buildZones() {
 	zoneSet := map[string]bool{}
 	for _, p := range s.in.Pools {
 		for i := range p.InstanceTypes {
@@ -377,25 +395,40 @@ func (s *solver) buildPools() {
 	for i, z := range s.zones {
 		s.zoneIdx[z] = i
 	}
+}
 
-	for i := range s.in.Pools {
-		s.pools = append(s.pools, s.buildPool(i))
+// typeKeysOf returns the label keys of a list of instance types, computed once per list. The
+// map is shared: it is only read.
+func (s *solver) typeKeysOf(its []catalog.InstanceType) map[string]bool {
+	if len(its) == 0 {
+		return map[string]bool{}
 	}
-	// Highest weight first, then name.
-	s.poolOrder = make([]*poolState, len(s.pools))
-	copy(s.poolOrder, s.pools)
-	sort.SliceStable(s.poolOrder, func(a, b int) bool {
-		pa, pb := s.poolOrder[a], s.poolOrder[b]
-		if pa.weight != pb.weight {
-			return pa.weight > pb.weight
+	at := typeList{&its[0], len(its)}
+	if keys, ok := s.typeKeys[at]; ok {
+		return keys
+	}
+	keys := map[string]bool{}
+	for i := range its {
+		for k := range its[i].Labels {
+			keys[k] = true
 		}
-		return pa.name < pb.name
-	})
+	}
+	if s.typeKeys == nil {
+		s.typeKeys = map[typeList]map[string]bool{}
+	}
+	s.typeKeys[at] = keys
+	return keys
+}
+
+// typeList identifies a slice of instance types: its first element and its length.
+type typeList struct {
+	first *catalog.InstanceType
+	n     int
 }
 
 func (s *solver) buildPool(idx int) *poolState {
 	in := &s.in.Pools[idx]
-	p := &poolState{idx: idx, nodeLimit: -1, fixed: map[string]string{}, typeKeys: map[string]bool{}}
+	p := &poolState{idx: idx, nodeLimit: -1, fixed: map[string]string{}, typeKeys: s.typeKeysOf(in.InstanceTypes)}
 	np := in.NodePool
 	if np == nil {
 		p.invalid = "nodepool is nil"
@@ -423,11 +456,6 @@ func (s *solver) buildPool(idx int) *poolState {
 		case t.Effect == corev1.TaintEffectPreferNoSchedule:
 			p.preferTaints = append(p.preferTaints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
 			s.preferTaints = true
-		}
-	}
-	for i := range in.InstanceTypes {
-		for k := range in.InstanceTypes[i].Labels {
-			p.typeKeys[k] = true
 		}
 	}
 
@@ -513,8 +541,10 @@ func (s *solver) buildPool(idx int) *poolState {
 		p.ctMask &^= 1 << ctReserved
 	}
 
-	// Instance types the pool can launch.
+	// Instance types the pool can launch, gathered in a scratch list and copied at their exact
+	// count: thousands of pools would otherwise each keep a half-empty doubling of the list.
 	daemons := s.daemonsFor(p)
+	s.typeScratch = s.typeScratch[:0]
 	for i := range in.InstanceTypes {
 		it := &in.InstanceTypes[i]
 		if !requirements.Match(typeReqs, it.Labels) {
@@ -549,14 +579,15 @@ func (s *solver) buildPool(idx int) *poolState {
 		if ti.usable[catalog.Pods] <= 0 || ti.usable[catalog.CPU] < 0 || ti.usable[catalog.Memory] < 0 {
 			continue
 		}
-		p.types = append(p.types, ti)
+		s.typeScratch = append(s.typeScratch, ti)
 	}
+	p.types = slices.Clone(s.typeScratch)
 	// Cheapest first, then name: target ranking and final ordering start from here.
-	sort.SliceStable(p.types, func(a, b int) bool {
-		if p.types[a].price != p.types[b].price {
-			return p.types[a].price < p.types[b].price
+	slices.SortStableFunc(p.types, func(a, b typeInfo) int {
+		if c := cmp.Compare(a.price, b.price); c != 0 {
+			return c
 		}
-		return p.types[a].it.Name < p.types[b].it.Name
+		return strings.Compare(a.it.Name, b.it.Name)
 	})
 	p.all = newBitset(len(p.types))
 	for i := range p.types {
@@ -718,29 +749,36 @@ type PoolType struct {
 	PricePerHour float64
 }
 
-// PoolTypes returns, for each pool of the input, the instance types it may launch (its
-// requirements applied), cheapest first. It is what the engine itself works with, for callers
-// that compute cost bounds or reports; the pools are built once for all of them.
-func PoolTypes(in *Input) [][]PoolType {
+// PoolTypes gives the instance types each pool of an input may launch (its requirements
+// applied), cheapest first: what the engine itself works with, for callers that compute cost
+// bounds or reports. Zones are indexed once; a pool is built when asked for, so a report on the
+// few pools of thousands that have pods stays small.
+type PoolTypes struct{ s *solver }
+
+// NewPoolTypes indexes the input for PoolTypes.Of.
+func NewPoolTypes(in *Input) *PoolTypes {
 	s := &solver{in: in, sigs: map[string]*nodeSig{}, counterIdx: map[string]int32{}, labelSetMatch: map[string][]int32{}}
-	s.buildPools()
-	all := make([][]PoolType, len(s.pools))
-	for i, p := range s.pools {
-		out := make([]PoolType, 0, len(p.types))
-		for j := range p.types {
-			t := &p.types[j]
-			it := *t.it
-			it.Offerings = nil
-			for _, o := range t.it.Offerings {
-				z, ok := s.zoneIdx[o.Zone]
-				ct := ctIndex(o.CapacityType)
-				if o.Available && ok && ct >= 0 && t.zoneByCT[ct]&(1<<z) != 0 {
-					it.Offerings = append(it.Offerings, o)
-				}
+	s.buildZones()
+	return &PoolTypes{s: s}
+}
+
+// Of returns the types of the pool at index i of the input.
+func (pt *PoolTypes) Of(i int) []PoolType {
+	s := pt.s
+	p := s.buildPool(i)
+	out := make([]PoolType, 0, len(p.types))
+	for j := range p.types {
+		t := &p.types[j]
+		it := *t.it
+		it.Offerings = nil
+		for _, o := range t.it.Offerings {
+			z, ok := s.zoneIdx[o.Zone]
+			ct := ctIndex(o.CapacityType)
+			if o.Available && ok && ct >= 0 && t.zoneByCT[ct]&(1<<z) != 0 {
+				it.Offerings = append(it.Offerings, o)
 			}
-			out = append(out, PoolType{Type: it, DaemonSetOverhead: t.ds, PricePerHour: t.price})
 		}
-		all[i] = out
+		out = append(out, PoolType{Type: it, DaemonSetOverhead: t.ds, PricePerHour: t.price})
 	}
-	return all
+	return out
 }

@@ -47,6 +47,12 @@ type solver struct {
 
 	labelTemplates map[labelsKey]map[string]string
 
+	// typeKeys is the label keys of each instance type list, by where it is in memory: pools
+	// of one node class share their list, and a thousand pools would otherwise each walk it.
+	typeKeys map[typeList]map[string]bool
+	// typeScratch gathers a pool's instance types while it is built.
+	typeScratch []typeInfo
+
 	// vols indexes the input's volume claims, volumes and storage classes.
 	vols volumeIndex
 

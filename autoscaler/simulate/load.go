@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -70,7 +71,7 @@ func docsOf(objs []*build.Object) ([]doc, error) {
 // load reads a file or a directory the way PoolSync reads spec.path (reconciler/build): a
 // directory with a kustomization is built with kustomize, any other is read as plain YAML,
 // recursively. Every object keeps its file and line.
-func load(path string) ([]doc, error) {
+func load(ctx context.Context, path string) ([]doc, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, err
@@ -81,13 +82,13 @@ func load(path string) ([]doc, error) {
 		if aerr != nil {
 			return nil, aerr
 		}
-		objs, err = build.LoadDir(path, top)
+		objs, err = build.LoadDir(ctx, path, top)
 	} else {
 		data, rerr := readFile(path)
 		if rerr != nil {
 			return nil, rerr
 		}
-		objs, err = build.LoadFile(path, data)
+		objs, err = build.LoadFile(ctx, path, data)
 	}
 	if err != nil {
 		return nil, err
@@ -118,8 +119,8 @@ type Pools struct {
 	where   map[string]string // pool name -> file:line:col
 }
 
-func loadPools(path string) (*Pools, error) {
-	ps, err := LoadPools(path)
+func loadPools(ctx context.Context, path string) (*Pools, error) {
+	ps, err := LoadPools(ctx, path)
 	if err == nil && len(ps.pools) == 0 {
 		err = fmt.Errorf("%s: no karpenter.sh/v1 NodePool found", path)
 	}
@@ -128,8 +129,8 @@ func loadPools(path string) (*Pools, error) {
 
 // LoadPools reads the NodePools and EC2NodeClasses of a file or directory as PoolSync reads
 // them (a kustomization is built); it may find none.
-func LoadPools(path string) (*Pools, error) {
-	docs, err := load(path)
+func LoadPools(ctx context.Context, path string) (*Pools, error) {
+	docs, err := load(ctx, path)
 	if err != nil {
 		return nil, err
 	}
@@ -161,6 +162,11 @@ func (ps *Pools) Classes() []awsv1.EC2NodeClass {
 	return out
 }
 
+// MaxNodePools bounds the NodePools one revision may hold for simulate and plan: the engine
+// keeps each pool's view of the catalog (up to ~200 KB for a pool open to every type), and a
+// pull request must not be able to take the planner's memory with a long list of pools.
+const MaxNodePools = 5_000
+
 // poolsOf decodes the NodePools and EC2NodeClasses among docs, skipping other kinds. They are
 // checked first as PoolSync checks them (validate.Types): a misspelt field or a retired API
 // version is an error at its file:line:col.
@@ -187,6 +193,9 @@ func poolsOf(docs []doc) (*Pools, error) {
 			}
 			if prev, dup := ps.where[np.Name]; dup {
 				return nil, fmt.Errorf("%s: NodePool %q is also defined at %s", d.where(), np.Name, prev)
+			}
+			if len(ps.pools) == MaxNodePools {
+				return nil, fmt.Errorf("%s: NodePool %q is one more than the %d NodePools karpool plans at once: split the pools over several paths (PoolSyncs)", d.where(), np.Name, MaxNodePools)
 			}
 			ps.where[np.Name] = d.where()
 			ps.pools = append(ps.pools, np)
@@ -268,7 +277,7 @@ func (w *Workload) define(d *doc, namespace string) error {
 
 // LoadWorkload reads a workload: a CSV of shapes (.csv), or Kubernetes YAML, a file or a
 // directory read as PoolSync reads spec.path. It holds at most maxPods pods (0: DefaultMaxPods).
-func LoadWorkload(path string, maxPods int) (*Workload, []string, error) {
+func LoadWorkload(ctx context.Context, path string, maxPods int) (*Workload, []string, error) {
 	if strings.EqualFold(filepath.Ext(path), ".csv") {
 		data, err := readFile(path)
 		if err != nil {
@@ -277,7 +286,7 @@ func LoadWorkload(path string, maxPods int) (*Workload, []string, error) {
 		w, err := loadCSV(path, data, maxPods)
 		return w, nil, err
 	}
-	docs, err := load(path)
+	docs, err := load(ctx, path)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -391,6 +400,9 @@ func workloadOf(docs []doc, maxPods int) (*Workload, []string, error) {
 			n := int32(1)
 			if replicas != nil {
 				n = *replicas
+			}
+			if n < 0 {
+				return nil, nil, fmt.Errorf("%s: %s %q: spec.replicas is %d: a replica count is 0 or more", d.at("spec", "replicas"), d.meta.Kind, d.name, n)
 			}
 			if err := w.room(int64(n), d.at("spec", "replicas"), fmt.Sprintf("%s %q: spec.replicas", d.meta.Kind, d.name)); err != nil {
 				return nil, nil, err
@@ -713,6 +725,11 @@ func (f fieldPath) String() string {
 	return b.String()
 }
 
+// maxQuantity is the largest quantity whose thousandths fit in an int64, as the engine counts
+// cpu (in millicores) and everything else: past it, MilliValue would overflow, and 1e18 cores
+// would read as a pod that fits anywhere.
+var maxQuantity = *resource.NewMilliQuantity(math.MaxInt64, resource.DecimalSI)
+
 // resourceCheck collects the problems of one document.
 type resourceCheck struct {
 	d    *doc
@@ -790,6 +807,8 @@ func (c *resourceCheck) quantities(m *yamlv3.Node, at fieldPath, nameProblem fun
 			c.fail(f, "%q is not a quantity: write it like 250m, 2 or 1.5 for cpu, 512Mi or 4Gi for memory", val.Value)
 		case q.Sign() < 0:
 			c.fail(f, "%s is negative: a quantity must be 0 or more", val.Value)
+		case q.Cmp(maxQuantity) > 0:
+			c.fail(f, "%s is too large: karpool counts quantities in thousandths, up to about 9.2e15", val.Value)
 		case isExtendedResource(corev1.ResourceName(key.Value)) && q.MilliValue()%1000 != 0:
 			c.fail(f, "%s is not a whole number: %s is counted in whole devices", val.Value, key.Value)
 		default:

@@ -1,6 +1,8 @@
 package simulate
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,7 +73,7 @@ spec:
           resources:
             limits: {hugepages-2Mi: 1Gi}
 `)
-	_, _, err := LoadWorkload(p, 0)
+	_, _, err := LoadWorkload(context.Background(), p, 0)
 	if err == nil {
 		t.Fatal("invalid workload accepted")
 	}
@@ -117,7 +119,7 @@ spec:
         requests: {cpu: 250m, memory: 512Mi, nvidia.com/gpu: 1, hugepages-2Mi: 64Mi, ephemeral-storage: "0"}
         limits: {cpu: 250m, nvidia.com/gpu: 1, hugepages-2Mi: 64Mi}
 `)
-	w, _, err := LoadWorkload(p, 0)
+	w, _, err := LoadWorkload(context.Background(), p, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +141,7 @@ items:
     spec:
       containers: [{name: c, resources: {requests: {memory: "-1Gi"}}}]
 `)
-	_, _, err := LoadWorkload(p, 0)
+	_, _, err := LoadWorkload(context.Background(), p, 0)
 	if err == nil || !strings.HasPrefix(err.Error(), p+`:9:61: Pod "a": spec.containers[0].resources.requests.memory: -1Gi is negative`) {
 		t.Fatalf("got %v", err)
 	}
@@ -147,7 +149,7 @@ items:
 
 func TestCSVNegativeRequest(t *testing.T) {
 	p := writeWorkload(t, "w.csv", "name,replicas,cpu,memory\nweb,2,-1,1Gi\n")
-	_, _, err := LoadWorkload(p, 0)
+	_, _, err := LoadWorkload(context.Background(), p, 0)
 	if err == nil || !strings.Contains(err.Error(), p+":2: cpu -1 is negative") {
 		t.Fatalf("got %v", err)
 	}
@@ -165,16 +167,16 @@ spec:
     spec:
       containers: [{name: c, resources: {requests: {cpu: 100m}}}]
 `)
-	_, _, err := LoadWorkload(p, 0)
+	_, _, err := LoadWorkload(context.Background(), p, 0)
 	want := p + `:5:13: Deployment "huge": spec.replicas asks for 100000000 pods, which makes the workload 100000000 pods, more than the 100000 karpool plans at most`
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Fatalf("got %v, want %s", err, want)
 	}
 	csv := writeWorkload(t, "w.csv", "name,replicas,cpu,memory\na,6,1,1Gi\nb,5,1,1Gi\n")
-	if _, _, err := LoadWorkload(csv, 10); err == nil || !strings.Contains(err.Error(), csv+":3: replicas asks for 5 pods, which makes the workload 11 pods, more than the 10") {
+	if _, _, err := LoadWorkload(context.Background(), csv, 10); err == nil || !strings.Contains(err.Error(), csv+":3: replicas asks for 5 pods, which makes the workload 11 pods, more than the 10") {
 		t.Fatalf("csv: got %v", err)
 	}
-	if w, _, err := LoadWorkload(csv, 11); err != nil || w.Pods() != 11 {
+	if w, _, err := LoadWorkload(context.Background(), csv, 11); err != nil || w.Pods() != 11 {
 		t.Fatalf("csv at the cap: %v", err)
 	}
 	if _, err := Generate("lognormal:11", 10); err == nil || !strings.Contains(err.Error(), "more than the 10") {
@@ -207,7 +209,7 @@ spec:
   scaleTargetRef: {kind: Deployment, name: web}
   maxReplicas: 5
 `)
-	w, _, err := LoadWorkload(p, 6)
+	w, _, err := LoadWorkload(context.Background(), p, 6)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,11 +227,55 @@ spec:
 	if h := w.HPAs(); len(h) != 1 || h[0].Replicas != 2 || h[0].Max != 5 || h[0].Min != 1 {
 		t.Errorf("hpas %+v", h)
 	}
-	small, _, err := LoadWorkload(p, 5)
+	small, _, err := LoadWorkload(context.Background(), p, 5)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := small.AtMax(); err == nil || !strings.Contains(err.Error(), "makes 6 pods, more than the 5") {
 		t.Errorf("cap at the peak: %v", err)
+	}
+}
+
+// TestHostileNumbersAreRefused: numbers that would read as something else — a quantity whose
+// thousandths overflow (1e18 cores read as 0 and "fit" anywhere), a negative replica count
+// (read as no pods), a key given twice (last one wins in some readers, first in others) — are
+// errors at their file:line:col.
+func TestHostileNumbersAreRefused(t *testing.T) {
+	deployment := "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  replicas: %s\n  template:\n    spec:\n      containers:\n        - name: c\n          resources:\n            requests: {cpu: %s}\n"
+	for _, c := range []struct{ name, content, want string }{
+		{"overflowing quantity", fmt.Sprintf(deployment, "1", "1e18"), `:11:29: Deployment "web": spec.template.spec.containers[0].resources.requests.cpu: 1000000000000000000 is too large`},
+		{"quantity past int64 thousandths", fmt.Sprintf(deployment, "1", "9223372036854776"), `:11:29: Deployment "web": spec.template.spec.containers[0].resources.requests.cpu: 9223372036854776 is too large`},
+		{"negative replicas", fmt.Sprintf(deployment, "-5", "1"), `:5:13: Deployment "web": spec.replicas is -5`},
+		{"duplicate key", fmt.Sprintf(deployment, "1\n  replicas: 2", "1"), `:6:3: key "replicas" is given twice in this mapping (first at line 5)`},
+	} {
+		p := writeWorkload(t, "w.yaml", c.content)
+		_, _, err := LoadWorkload(context.Background(), p, 0)
+		if err == nil || !strings.Contains(err.Error(), p+c.want) {
+			t.Errorf("%s: got %v, want %s%s", c.name, err, p, c.want)
+		}
+	}
+}
+
+// TestPoolCountsAreCapped: a revision may not hold more NodePools, or more distinct node class
+// settings, than the planner is sized for; the error names the first one too many.
+func TestPoolCountsAreCapped(t *testing.T) {
+	pool := "---\napiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: p%d}\nspec:\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: c%d}\n      requirements: [{key: karpenter.k8s.aws/instance-family, operator: In, values: [m5]}]\n"
+	class := "---\napiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {name: c%d}\nspec:\n  amiSelectorTerms: [{alias: al2023@latest}]\n  role: r\n  subnetSelectorTerms: [{tags: {a: b}}]\n  securityGroupSelectorTerms: [{tags: {a: b}}]\n  kubelet: {maxPods: %d}\n"
+	var many strings.Builder
+	for i := range MaxNodePools + 1 {
+		fmt.Fprintf(&many, pool, i, 0)
+	}
+	p := writeWorkload(t, "pools.yaml", many.String())
+	if _, err := LoadPools(context.Background(), p); err == nil || !strings.Contains(err.Error(), fmt.Sprintf(`NodePool "p%d" is one more than the %d NodePools`, MaxNodePools, MaxNodePools)) {
+		t.Fatalf("%d pools: got %v", MaxNodePools+1, err)
+	}
+	many.Reset()
+	for i := range MaxNodeClassSettings + 1 {
+		fmt.Fprintf(&many, pool+class, i, i, i, 10+i)
+	}
+	p = writeWorkload(t, "pools.yaml", many.String())
+	_, err := Run(context.Background(), Options{PoolsPath: p, Generate: "lognormal:10"})
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("more than %d EC2NodeClasses with different kubelet", MaxNodeClassSettings)) {
+		t.Fatalf("%d class settings: got %v", MaxNodeClassSettings+1, err)
 	}
 }

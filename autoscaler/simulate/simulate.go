@@ -5,6 +5,7 @@
 package simulate
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -117,18 +118,18 @@ func (r *Report) Pools() []PoolSummary { return r.pools }
 func (r *Report) Warnings() []string { return r.warnings }
 
 // Run loads the inputs, solves and builds the report.
-func Run(opts Options) (*Report, error) {
+func Run(ctx context.Context, opts Options) (*Report, error) {
 	if opts.WorkloadPath == "" && opts.Generate == "" {
 		return nil, fmt.Errorf("no workload: give --workload FILE and/or --generate PROFILE:N")
 	}
-	ps, err := loadPools(opts.PoolsPath)
+	ps, err := loadPools(ctx, opts.PoolsPath)
 	if err != nil {
 		return nil, err
 	}
 	w := NewWorkload(opts.MaxPods)
 	var warnings []string
 	if opts.WorkloadPath != "" {
-		lw, ws, err := LoadWorkload(opts.WorkloadPath, opts.MaxPods)
+		lw, ws, err := LoadWorkload(ctx, opts.WorkloadPath, opts.MaxPods)
 		if err != nil {
 			return nil, err
 		}
@@ -150,6 +151,10 @@ func Run(opts Options) (*Report, error) {
 	return rep, nil
 }
 
+// MaxNodeClassSettings bounds the distinct node class settings of one plan: each holds its
+// own priced copy of the catalog (about 1 MB).
+const MaxNodeClassSettings = 100
+
 // Solve runs the scheduling engine on a workload and pools against the catalog of region
 // (default us-east-1) and reports the outcome.
 func Solve(ps *Pools, w *Workload, region string) (*Report, error) {
@@ -162,8 +167,11 @@ func Solve(ps *Pools, w *Workload, region string) (*Report, error) {
 	}
 	var warnings []string
 	in := &scheduling.Input{Region: region}
-	// Pools of one class launch the same types: they are computed once per class.
+	// Pools of one class launch the same types: they are computed once per class, and once
+	// for classes whose options are the same (a thousand classes differing only in tags or
+	// selectors would otherwise each hold the whole catalog).
 	byClass := map[string][]catalog.InstanceType{}
+	byOptions := map[string][]catalog.InstanceType{}
 	for _, np := range ps.pools {
 		class := ""
 		if ref := np.Spec.Template.Spec.NodeClassRef; ref != nil {
@@ -177,7 +185,17 @@ func Solve(ps *Pools, w *Workload, region string) (*Report, error) {
 					return nil, fmt.Errorf("%s: EC2NodeClass %q: %w", ps.where[np.Name], class, err)
 				}
 			}
-			its = cat.InstanceTypes(nco)
+			key, err := json.Marshal(nco)
+			if err != nil {
+				return nil, err
+			}
+			if its, done = byOptions[string(key)]; !done {
+				if len(byOptions) == MaxNodeClassSettings {
+					return nil, fmt.Errorf("%s: EC2NodeClass %q: more than %d EC2NodeClasses with different kubelet, AMI family and volume settings; karpool prices the catalog once per setting and plans at most %d", ps.where[np.Name], class, MaxNodeClassSettings, MaxNodeClassSettings)
+				}
+				its = cat.InstanceTypes(nco)
+				byOptions[string(key)] = its
+			}
 			byClass[class] = its
 		}
 		if _, ok := ps.classes[class]; !ok && class != "" {
@@ -286,14 +304,14 @@ func newReport(in *scheduling.Input, res *scheduling.Result, region string) *Rep
 	for _, u := range res.Unschedulable {
 		rep.Unschedulable = append(rep.Unschedulable, Unschedulable{Pod: podName(u.Pod), Reason: u.Reason})
 	}
-	var types [][]scheduling.PoolType
+	var types *scheduling.PoolTypes
 	for i := range in.Pools {
 		pr := byPool[in.Pools[i].NodePool.Name]
 		if len(poolPods[pr.Name]) > 0 {
 			if types == nil {
-				types = scheduling.PoolTypes(in)
+				types = scheduling.NewPoolTypes(in)
 			}
-			b, w, err := poolBounds(in, types[i], i, poolPods[pr.Name])
+			b, w, err := poolBounds(in, types.Of(i), i, poolPods[pr.Name])
 			if err != nil {
 				pr.BoundErr = err.Error()
 			} else {

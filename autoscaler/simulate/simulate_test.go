@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -69,7 +70,7 @@ func TestWorkshopFromFiles(t *testing.T) {
 	dir := t.TempDir()
 	pools := workshopPools
 	wl := write(t, dir, "inflate.yaml", inflate)
-	rep, err := Run(Options{PoolsPath: pools, WorkloadPath: wl})
+	rep, err := Run(context.Background(), Options{PoolsPath: pools, WorkloadPath: wl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func TestWorkshopFromFiles(t *testing.T) {
 
 // The JSON form is a contract: exactly these fields, arrays never null.
 func TestJSONContract(t *testing.T) {
-	rep, err := Run(Options{PoolsPath: workshopPools, Generate: "lognormal:50"})
+	rep, err := Run(context.Background(), Options{PoolsPath: workshopPools, Generate: "lognormal:50"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,7 @@ func keys[V any](m map[string]V) []string {
 func TestCSVWorkload(t *testing.T) {
 	dir := t.TempDir()
 	csvFile := write(t, dir, "shapes.csv", "# shapes\nname,replicas,cpu,memory,namespace,node-selector\nweb,3,500m,1Gi,shop,type=karpenter\nbatch,2,1,2Gi,,type=karpenter\n")
-	rep, err := Run(Options{PoolsPath: workshopPools, WorkloadPath: csvFile})
+	rep, err := Run(context.Background(), Options{PoolsPath: workshopPools, WorkloadPath: csvFile})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +183,7 @@ func TestInputErrors(t *testing.T) {
 		// The error names the line of the misspelt field.
 		{"strict pool", Options{PoolsPath: write(t, dir, "typo.yaml", typo), Generate: "lognormal:1"}, fmt.Sprintf("typo.yaml:%d:7: NodePool/default spec.template.spec.requirement: unknown field", typoLine)},
 	} {
-		_, err := Run(tc.opts)
+		_, err := Run(context.Background(), tc.opts)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.want)
 		}
@@ -194,7 +195,7 @@ func TestDeterministicJSON(t *testing.T) {
 	pool := write(t, dir, "pool.yaml", strings.Replace(workshopPool(t), `values: ["c5.large", "m5.large", "r5.large", "m5.xlarge"]`, `values: ["c5.large", "m5.large", "r5.large", "m5.xlarge", "c5.xlarge", "m5.2xlarge"]`, 1))
 	var outs []string
 	for i := 0; i < 3; i++ {
-		rep, err := Run(Options{PoolsPath: pool, Generate: "karpenter-bench:300"})
+		rep, err := Run(context.Background(), Options{PoolsPath: pool, Generate: "karpenter-bench:300"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,7 +254,7 @@ func TestBoundsNeverAboveCost(t *testing.T) {
 		{"every type, smalldeploys", Options{PoolsPath: anything, Generate: "smalldeploys:1000"}, false},
 		{"every type, karpenter-bench", Options{PoolsPath: anything, Generate: "karpenter-bench:300"}, false},
 	} {
-		rep, err := Run(tc.opts)
+		rep, err := Run(context.Background(), tc.opts)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}

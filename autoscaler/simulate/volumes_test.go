@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 )
@@ -64,7 +65,7 @@ items:
 func simulateWorkload(t *testing.T, pools, workload string) *Report {
 	t.Helper()
 	dir := t.TempDir()
-	rep, err := Run(Options{PoolsPath: write(t, dir, "pools.yaml", pools), WorkloadPath: write(t, dir, "workload.yaml", workload)})
+	rep, err := Run(context.Background(), Options{PoolsPath: write(t, dir, "pools.yaml", pools), WorkloadPath: write(t, dir, "workload.yaml", workload)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +203,7 @@ kind: PersistentVolumeClaim
 metadata: {name: data-db-1, namespace: default}
 spec: {storageClassName: gp3}
 `)
-	_, err := Run(Options{PoolsPath: workshopPools, WorkloadPath: wl})
+	_, err := Run(context.Background(), Options{PoolsPath: workshopPools, WorkloadPath: wl})
 	if err == nil || !strings.Contains(err.Error(), "w.yaml:32:1: PersistentVolumeClaim \"data-db-1\" is also defined at "+wl+":7:1") {
 		t.Fatalf("error %v, want the second data-db-1 at w.yaml:32 pointing at line 7", err)
 	}

@@ -43,6 +43,9 @@ func TestCLIReferenceIsCurrent(t *testing.T) {
 func cliReference(root *cobra.Command) string {
 	var b strings.Builder
 	b.WriteString("# CLI reference\n\nGenerated from the commands' help by `go test ./cmd/karpool -run TestCLIReferenceIsCurrent -update-cli-doc`; `karpool <command> --help` prints the same.\n")
+	if flags := root.PersistentFlags().FlagUsages(); flags != "" {
+		fmt.Fprintf(&b, "\n## Flags of every command\n\n```text\n%s```\n", flags)
+	}
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		if c.Hidden || c.Name() == "help" || c.Name() == "completion" {

@@ -5,11 +5,13 @@ package main
 import (
 	"fmt"
 	"os"
+
+	"github.com/karpool/karpool/internal/redact"
 )
 
 func main() {
 	if err := newRootCommand().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "karpool:", err)
+		fmt.Fprintln(os.Stderr, "karpool:", redact.Text(err.Error()))
 		os.Exit(exitCode(err))
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -134,7 +135,7 @@ func runPlan(cmd *cobra.Command, o planOptions) error {
 		Path: o.path, Region: o.region, MaxPods: o.maxPods,
 	}
 	if o.workload != "" {
-		w, warnings, err := simulate.LoadWorkload(o.workload, o.maxPods)
+		w, warnings, err := simulate.LoadWorkload(cmd.Context(), o.workload, o.maxPods)
 		if err != nil {
 			return invalidInput{err.Error()}
 		}
@@ -148,7 +149,7 @@ func runPlan(cmd *cobra.Command, o planOptions) error {
 		if err != nil {
 			return usageError{err}
 		}
-		w, from, err := snapshotOf(branch, o.path, o.poolSync, o.maxPods)
+		w, from, err := snapshotOf(cmd.Context(), branch, o.path, o.poolSync, o.maxPods)
 		if err != nil {
 			return usageError{err}
 		}
@@ -205,7 +206,7 @@ func readRevision(cmd *cobra.Command, repo, rev string) (*source.Artifact, error
 
 // snapshotOf reads the workload snapshot that a PoolSync's status commits keep on a branch: the
 // PoolSync named NAMESPACE/NAME, or the one whose spec.path is path.
-func snapshotOf(branch *source.Artifact, path, poolSync string, maxPods int) (*simulate.Workload, string, error) {
+func snapshotOf(ctx context.Context, branch *source.Artifact, path, poolSync string, maxPods int) (*simulate.Workload, string, error) {
 	clean := func(p string) string { return strings.Trim(pathpkg.Clean("/"+p), "/") }
 	want := clean(path)
 	var found []string
@@ -233,7 +234,7 @@ func snapshotOf(branch *source.Artifact, path, poolSync string, maxPods int) (*s
 	}
 	name := found[0] + status.WorkloadFile
 	from := fmt.Sprintf("the snapshot %s of %s", name, branch.Revision)
-	objs, err := build.LoadFile(name, branch.Files[name])
+	objs, err := build.LoadFile(ctx, name, branch.Files[name])
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", from, err)
 	}

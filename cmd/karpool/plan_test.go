@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -148,11 +149,11 @@ func TestPipelinesAgreeOnAnOverlay(t *testing.T) {
 		}
 		files[name] = data
 	}
-	fromGit, err := build.Build(files, "prod")
+	fromGit, err := build.Build(context.Background(), files, "prod")
 	if err != nil {
 		t.Fatal(err)
 	}
-	fromDisk, err := build.LoadDir(prod, dir)
+	fromDisk, err := build.LoadDir(context.Background(), prod, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

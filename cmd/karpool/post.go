@@ -20,7 +20,7 @@ func postPlan(cmd *cobra.Command, o planOptions, plan *review.Plan, headSHA stri
 		return err
 	}
 	ctx := cmd.Context()
-	out, c, err := forge.Post(ctx, f, o.pr, review.Marker(o.path), plan.Markdown(resolvedVersion()), plan.Changed(), o.always)
+	out, c, err := forge.Post(ctx, f, o.pr, review.Marker(o.path), plan.Markdown(resolvedVersion()), plan.Worth(), o.always)
 	if err != nil {
 		return fmt.Errorf("--post %s: %w", o.post, err)
 	}

@@ -24,7 +24,13 @@ import (
 )
 
 // TestMain shares one local control plane among the package's end-to-end tests.
-func TestMain(m *testing.M) { localenvtest.Main(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) == "1" {
+		main()
+		os.Exit(0)
+	}
+	localenvtest.Main(m)
+}
 
 // gitRepo makes a repository holding the workshop example's pools (its top directory, not the
 // workload/ that `karpool up` applies outside Git) under clusters/dev and returns its file://

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,8 +41,9 @@ func (p *prereqFlags) register(f *pflag.FlagSet) {
 	f.BoolVar(&p.s.PodIdentity, "pod-identity", false, "the controller role trusts EKS Pod Identity instead of IRSA")
 	f.StringVar(&p.s.Namespace, "namespace", "karpool-system", "the controller's namespace")
 	f.StringVar(&p.s.ServiceAccount, "service-account", "karpool", "the controller's service account")
-	f.StringVar(&p.s.NodeRole, "node-role", "", "the default node role's name (default KarpenterNodeRole-<cluster>)")
+	f.StringVar(&p.s.NodeRole, "node-role", "", "the default node role: its name, path/name or ARN, as in spec.role (default KarpenterNodeRole-<cluster>)")
 	f.StringSliceVar(&p.s.InstanceProfileRoles, "instance-profile-role", nil, "role of an instance profile an EC2NodeClass names in spec.instanceProfile (the controller must be allowed to pass it); repeatable")
+	f.StringSliceVar(&p.s.AllowedAccounts, "allow-account", nil, "account ID, besides the cluster's, whose roles --node-role, --instance-profile-role and the EC2NodeClasses' spec.role may name by ARN (an ARN of any other account is refused); repeatable")
 	f.StringVar(&p.s.InterruptionQueue, "interruption-queue", "", "SQS queue name (default the cluster name)")
 	f.StringVar(&p.s.NodeAccess, "node-access", prereq.AccessEntry, "how nodes join: access-entry (EKS access entry) or aws-auth")
 	f.StringSliceVar(&p.s.Subnets, "subnet", nil, "subnet ID to tag for discovery; repeatable")
@@ -50,14 +52,14 @@ func (p *prereqFlags) register(f *pflag.FlagSet) {
 }
 
 // classes reads the EC2NodeClasses of --pools as PoolSync would.
-func (p *prereqFlags) classes() ([]awsv1.EC2NodeClass, error) {
+func (p *prereqFlags) classes(ctx context.Context) ([]awsv1.EC2NodeClass, error) {
 	if !p.aws {
 		return nil, usageError{errors.New("say what: --aws (the AWS resources the pools need)")}
 	}
 	if p.pools == "" {
 		return nil, nil
 	}
-	ps, err := simulate.LoadPools(p.pools)
+	ps, err := simulate.LoadPools(ctx, p.pools)
 	if err != nil {
 		return nil, err
 	}
@@ -107,6 +109,13 @@ only this cluster); the SQS interruption queue (300 s retention, SSE, TLS only) 
 EventBridge rules; the discovery tag for subnets and security groups selected by ID or named
 here; node access (EKS access entry, or the aws-auth entry); the spot service-linked role.
 
+The EC2NodeClasses come from a repository, so their names are checked before anything renders:
+spec.role, --node-role and --instance-profile-role are a role name (letters, digits and
++=,.@_-, at most 64), optionally after its IAM path (team/NodeRole), or the role's ARN, which must
+be of the cluster's partition and account or of an account given with --allow-account;
+--interruption-queue is an SQS queue name. A wildcard, or ${, in any of them is refused, and
+nothing the EC2NodeClasses hold becomes a CloudFormation or Terraform substitution.
+
 The EC2NodeClasses are read from --pools as PoolSync reads them (a kustomization is built).
 --format cloudformation is a template parameterised by the cluster name (what CloudFormation
 cannot do, such as tagging subnets it does not own, is listed in its Metadata);
@@ -122,7 +131,7 @@ would do: + create, ~ update (with the fields), - delete, ! differs but is not k
 			if !slices.Contains(renderFormats, format) {
 				return usageError{fmt.Errorf("--format %q: want one of %s", format, strings.Join(renderFormats, ", "))}
 			}
-			classes, err := p.classes()
+			classes, err := p.classes(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -152,7 +161,7 @@ changes without making them. The account ID and the cluster's OIDC issuer are re
 STS and EKS unless given.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			classes, err := p.classes()
+			classes, err := p.classes(cmd.Context())
 			if err != nil {
 				return err
 			}

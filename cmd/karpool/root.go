@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/karpool/karpool/reconciler/build"
+	"github.com/karpool/karpool/reconciler/build/confined"
 )
 
 // usageError marks a mistake in how karpool was called, which exits 2 (as opposed to 1 for
@@ -39,6 +43,20 @@ and runs a bundled autoscaling core that launches the cheapest EC2 capacity that
 		},
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	buildTimeout := root.PersistentFlags().Duration("build-timeout", confined.Defaults.Timeout,
+		"deadline of each kustomize build of a repository path (vet, simulate, plan, reconcile, controller)")
+	// Every build made under the command's context gets the deadline (package build reads it).
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if *buildTimeout <= 0 {
+			return usageError{fmt.Errorf("--build-timeout %s: want a positive duration", *buildTimeout)}
+		}
+		ctx := cmd.Context()
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		cmd.SetContext(build.WithLimits(ctx, confined.Limits{Timeout: *buildTimeout}))
+		return nil
+	}
 	root.AddCommand(newVersionCommand())
 	root.AddCommand(newMigrateCommand())
 	root.AddCommand(newVetCommand())

@@ -67,7 +67,7 @@ pods do not change the exit code; bad input exits 1, a bad invocation 2.`,
 			if opts.Region != "" && !slices.Contains(catalog.Regions(), opts.Region) {
 				return usageError{fmt.Errorf("--region %q: embedded catalogs: %s", opts.Region, strings.Join(catalog.Regions(), ", "))}
 			}
-			rep, err := simulate.Run(opts)
+			rep, err := simulate.Run(cmd.Context(), opts)
 			if err != nil {
 				return err
 			}

@@ -71,7 +71,7 @@ a hint. Exit status: 0 valid, 1 invalid, 2 usage or I/O error.`,
 					debug.SetMemoryLimit(256 << 20)
 				}
 			}
-			report, err := vet.Run(args, vet.Options{
+			report, err := vet.Run(cmd.Context(), args, vet.Options{
 				AllowExternalRefs: allowExtRef,
 				Strict:            strict,
 				Limits:            lim,

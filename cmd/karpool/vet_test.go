@@ -93,3 +93,14 @@ func TestVetUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildTimeoutFlag: --build-timeout bounds the kustomize build of a directory.
+func TestBuildTimeoutFlag(t *testing.T) {
+	out, err := run("vet", "--build-timeout", "1ns", "../../examples/workshop")
+	if err == nil || !strings.Contains(out, "the build took longer than its 1ns deadline") {
+		t.Fatalf("got %v:\n%s", err, out)
+	}
+	if _, err := run("vet", "--build-timeout", "0s", "../../examples/workshop"); exitCode(err) != 2 {
+		t.Fatalf("--build-timeout 0s: got %v, want a usage error", err)
+	}
+}

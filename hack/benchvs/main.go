@@ -91,7 +91,7 @@ func run(ctx context.Context, cfg config) error {
 	}
 	plans := [2]*simulate.Report{}
 	for i, w := range []string{"workload.yaml", "workload-scaled.yaml"} {
-		if plans[i], err = simulate.Run(simulate.Options{PoolsPath: filepath.Join(dir, "pools"), WorkloadPath: filepath.Join(dir, w)}); err != nil {
+		if plans[i], err = simulate.Run(context.Background(), simulate.Options{PoolsPath: filepath.Join(dir, "pools"), WorkloadPath: filepath.Join(dir, w)}); err != nil {
 			return fmt.Errorf("karpool simulate %s: %w", w, err)
 		}
 	}

@@ -112,7 +112,7 @@ func applyFile(ctx context.Context, c client.Client, path string) error {
 	if err != nil {
 		return err
 	}
-	objs, err := build.Build(map[string][]byte{filepath.Base(path): data}, "")
+	objs, err := build.Build(ctx, map[string][]byte{filepath.Base(path): data}, "")
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}

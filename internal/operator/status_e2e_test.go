@@ -106,7 +106,7 @@ func TestStatusCommittedToGit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := build.LoadFile("workload.yaml", []byte(data))
+	objs, err := build.LoadFile(context.Background(), "workload.yaml", []byte(data))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func readExample(fsys fs.FS, dir string) (*example, error) {
 		if err != nil {
 			return fmt.Errorf("migrating %s: %w", name, err)
 		}
-		objs, err := build.Build(map[string][]byte{name: data}, "")
+		objs, err := build.Build(context.Background(), map[string][]byte{name: data}, "")
 		if err != nil {
 			return err
 		}

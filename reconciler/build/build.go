@@ -1,21 +1,22 @@
 // Package build turns the files of one path of a repository into Kubernetes objects, each with the
 // file and line it came from.
 //
-// A path holding a kustomization is built with kustomize (krusty) on an in-memory copy of the
-// repository, so nothing outside the repository can be read; remote bases, Helm charts and
-// plugins are refused, panics are recovered, and builds run one at a time because kustomize keeps
-// global state (Flux serialises them for the same reason). Any other path is read as plain YAML,
-// recursively, the way Flux generates a kustomization for such a path. The kustomization files
-// are checked before kustomize runs, so that the common mistakes (a misspelt field, a missing or
-// remote resource, broken YAML) are reported at their file:line:col rather than as kustomize's
-// unlocated message.
+// A path holding a kustomization is built with kustomize in a confined child process (package
+// confined): it reads the repository and nothing else, starts no program, opens no connection,
+// and is bounded by a deadline and caps. Any other path is read as plain YAML, recursively, the
+// way Flux generates a kustomization for such a path, with the same caps. The kustomization
+// files are checked before kustomize runs, so that the common mistakes (a misspelt field, a
+// missing resource, a remote location anywhere in them, broken YAML) are reported at their
+// file:line:col rather than as kustomize's unlocated message.
 package build
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"path"
 	"regexp"
 	"strconv"
@@ -24,6 +25,8 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/karpool/karpool/reconciler/build/confined"
 )
 
 // Object is one Kubernetes object of the build and where it was written.
@@ -80,28 +83,29 @@ func (es Errors) Error() string {
 var KustomizationFiles = []string{"kustomization.yaml", "kustomization.yml", "Kustomization"}
 
 // Build builds the objects under dir (slash-separated, relative to the repository root; "" or
-// "." for the root) of a repository's files. The error is Errors when the input is at fault.
-func Build(files map[string][]byte, dir string) ([]*Object, error) {
-	return build(&memRepo{files: files}, dir)
+// "." for the root) of a repository's files, within the limits of ctx (WithLimits). The error is
+// Errors when the input is at fault.
+func Build(ctx context.Context, files map[string][]byte, dir string) ([]*Object, error) {
+	return build(ctx, &memRepo{files: files}, dir)
 }
 
 // BuildDir is Build on a working copy on disk whose root is root: what `karpool vet` checks is
 // built exactly as PoolSync builds it. Only the files the build needs are read, and nothing
 // outside root.
-func BuildDir(root, dir string) ([]*Object, error) {
+func BuildDir(ctx context.Context, root, dir string) ([]*Object, error) {
 	r, err := newDiskRepo(root)
 	if err != nil {
 		return nil, err
 	}
-	return build(r, dir)
+	return build(ctx, r, dir)
 }
 
-func build(r repo, dir string) ([]*Object, error) {
+func build(ctx context.Context, r repo, dir string) ([]*Object, error) {
 	dir, err := cleanDir(dir)
 	if err != nil {
 		return nil, Errors{{Message: err.Error()}}
 	}
-	b := &builder{repo: r, docs: map[string][]*yaml.Node{}}
+	b := newBuilder(ctx, r)
 	if !r.isDir(dir) {
 		if r.isFile(dir) {
 			return nil, Errors{{File: dir, Message: "spec.path names a file; it must name a directory"}}
@@ -116,12 +120,20 @@ func build(r repo, dir string) ([]*Object, error) {
 		objs, errs = b.plain(dir)
 	}
 	if len(errs) == 0 {
-		errs = append(unnamed(objs), duplicates(objs)...)
+		errs = b.check(objs)
 	}
 	if len(errs) > 0 {
 		return nil, errs
 	}
 	return objs, nil
+}
+
+// check is what every build's objects must pass, however they were read.
+func (b *builder) check(objs []*Object) Errors {
+	if len(objs) > b.limits.Objects {
+		return Errors{{Message: fmt.Sprintf("the build holds %d objects, more than the %d a revision may hold", len(objs), b.limits.Objects)}}
+	}
+	return append(unnamed(objs), duplicates(objs)...)
 }
 
 func cleanDir(dir string) (string, error) {
@@ -133,8 +145,15 @@ func cleanDir(dir string) (string, error) {
 }
 
 type builder struct {
-	repo repo
-	docs map[string][]*yaml.Node // parsed files, by path
+	ctx    context.Context
+	limits confined.Limits
+	repo   repo
+	docs   map[string][]*yaml.Node // parsed files, by path
+	read   int64                   // bytes parsed so far, against limits.ReadBytes
+}
+
+func newBuilder(ctx context.Context, r repo) *builder {
+	return &builder{ctx: ctx, limits: limitsOf(ctx), repo: r, docs: map[string][]*yaml.Node{}}
 }
 
 // kustomization returns the kustomization file of a directory, or "".
@@ -206,19 +225,43 @@ func hidden(rel string) bool {
 	return false
 }
 
-// parse splits a file into its YAML documents (root nodes), caching the result.
+// parse splits a file into its YAML documents (root nodes), caching the result. It is the one
+// place the parent process reads YAML: within the byte caps, without following aliases past
+// the node cap, and refusing duplicate keys, which YAML readers resolve differently.
 func (b *builder) parse(name string) ([]*yaml.Node, *Error) {
 	if d, ok := b.docs[name]; ok {
 		return d, nil
 	}
-	data, _ := b.repo.read(name)
+	data, err := b.repo.read(name, b.limits.FileBytes)
+	switch {
+	case errors.Is(err, errTooLarge):
+		return nil, &Error{File: name, Message: fmt.Sprintf("the file is larger than the %s a build reads from one file", confined.Size(b.limits.FileBytes))}
+	case err != nil:
+		return nil, &Error{File: name, Message: "cannot read the file: " + err.Error()}
+	}
+	if b.read += int64(len(data)); b.read > b.limits.ReadBytes {
+		return nil, &Error{File: name, Message: fmt.Sprintf("reading it takes the build past the %s a revision may hold", confined.Size(b.limits.ReadBytes))}
+	}
+	if e := confined.CheckAliases(name, data, b.limits.AliasNodes); e != nil {
+		return nil, &Error{File: name, Line: e.Line, Column: 1, Message: e.Message}
+	}
+	docs, perr := decodeAll(name, data)
+	if perr != nil {
+		return nil, perr
+	}
+	b.docs[name] = docs
+	return docs, nil
+}
+
+// decodeAll returns the non-empty documents of a file, each checked by checkNodes.
+func decodeAll(name string, data []byte) ([]*yaml.Node, *Error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var docs []*yaml.Node
 	for {
 		var n yaml.Node
 		err := dec.Decode(&n)
 		if errors.Is(err, io.EOF) {
-			break
+			return docs, nil
 		}
 		if err != nil {
 			return nil, yamlError(name, err)
@@ -226,10 +269,43 @@ func (b *builder) parse(name string) ([]*yaml.Node, *Error) {
 		if len(n.Content) == 0 || n.Content[0].Kind == yaml.ScalarNode && n.Content[0].Tag == "!!null" {
 			continue
 		}
+		if e := checkNodes(name, n.Content[0]); e != nil {
+			return nil, e
+		}
 		docs = append(docs, n.Content[0])
 	}
-	b.docs[name] = docs
-	return docs, nil
+}
+
+// checkNodes finds, anywhere below n, what YAML readers read differently: a key given twice in
+// one mapping (some keep the first, others the last) and a number that is not finite (.nan,
+// .inf), which no Kubernetes object can hold. Aliases are not followed: their targets are
+// checked where they are written.
+func checkNodes(name string, n *yaml.Node) *Error {
+	switch n.Kind {
+	case yaml.MappingNode:
+		seen := map[string]*yaml.Node{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if k.Kind != yaml.ScalarNode {
+				continue
+			}
+			if first, ok := seen[k.Value]; ok {
+				return &Error{File: name, Line: k.Line, Column: k.Column, Message: fmt.Sprintf("key %q is given twice in this mapping (first at line %d): YAML readers disagree on which one wins, so keep one", k.Value, first.Line)}
+			}
+			seen[k.Value] = k
+		}
+	case yaml.ScalarNode:
+		var f float64
+		if n.ShortTag() == "!!float" && n.Decode(&f) == nil && (math.IsNaN(f) || math.IsInf(f, 0)) {
+			return &Error{File: name, Line: n.Line, Column: n.Column, Message: fmt.Sprintf("%s is not a finite number: write a number, or quote it to make it a string", n.Value)}
+		}
+	}
+	for _, c := range n.Content {
+		if e := checkNodes(name, c); e != nil {
+			return e
+		}
+	}
+	return nil
 }
 
 var lineRE = regexp.MustCompile(`line (\d+): `)

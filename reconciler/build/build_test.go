@@ -1,6 +1,7 @@
 package build
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,6 +32,8 @@ func workshop(t *testing.T, prefix string) map[string][]byte {
 	return files
 }
 
+var ctx = context.Background()
+
 func ids(objs []*Object) []string {
 	var out []string
 	for _, o := range objs {
@@ -41,7 +44,7 @@ func ids(objs []*Object) []string {
 
 func TestBuildKustomizationKeepsSources(t *testing.T) {
 	files := workshop(t, "clusters/dev/")
-	objs, err := Build(files, "clusters/dev")
+	objs, err := Build(ctx, files, "clusters/dev")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +72,7 @@ func TestBuildKustomizationKeepsSources(t *testing.T) {
 func TestBuildOverlayWithBaseOutsideThePath(t *testing.T) {
 	files := workshop(t, "base/")
 	files["overlays/prod/kustomization.yaml"] = []byte("resources:\n  - ../../base\nnamePrefix: prod-\n")
-	objs, err := Build(files, "overlays/prod")
+	objs, err := Build(ctx, files, "overlays/prod")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +91,7 @@ func TestBuildPlainYAMLRecursively(t *testing.T) {
 		"pools/.github/x.yml": []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hidden\n"),
 		"other/d.yaml":        []byte("apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata:\n  name: d\n"),
 	}
-	objs, err := Build(files, "./pools/")
+	objs, err := Build(ctx, files, "./pools/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +113,15 @@ func TestBuildErrorsAreLocated(t *testing.T) {
 		{"missing resource", map[string][]byte{"k/kustomization.yaml": []byte("resources:\n  - a.yaml\n  - missing.yaml\n"), "k/a.yaml": []byte(np)}, "k",
 			[]string{`k/kustomization.yaml:3:5: "missing.yaml" not found in the repository (looked for k/missing.yaml)`}},
 		{"remote base", map[string][]byte{"kustomization.yaml": []byte("resources:\n- https://github.com/org/repo//pools?ref=v1\n- github.com/org/repo/pools\n")}, "",
-			[]string{`kustomization.yaml:2:3: remote resource "https://github.com/org/repo//pools?ref=v1" is not allowed`, `kustomization.yaml:3:3: remote resource "github.com/org/repo/pools" is not allowed`}},
+			[]string{`kustomization.yaml:2:3: remote location "https://github.com/org/repo//pools?ref=v1": karpool builds read the repository only`, `kustomization.yaml:3:3: remote location "github.com/org/repo/pools": karpool builds read the repository only`}},
+		{"remote file in a generator's configuration file", map[string][]byte{"kustomization.yaml": []byte("generators:\n- gen.yaml\n"), "gen.yaml": []byte("apiVersion: builtin\nkind: ConfigMapGenerator\nmetadata:\n  name: x\nfiles:\n- k=http://169.254.169.254/latest/meta-data\n")}, "",
+			[]string{`gen.yaml:6:3: remote location "http://169.254.169.254/latest/meta-data"`}},
+		{"remote base behind a generator directory", map[string][]byte{"kustomization.yaml": []byte("generators:\n- gen\n"), "gen/kustomization.yaml": []byte("resources:\n- git@github.com:org/repo.git//x?ref=--upload-pack=touch\n")}, "",
+			[]string{`gen/kustomization.yaml:2:3: remote location "git@github.com:org/repo.git//x?ref=--upload-pack=touch"`}},
+		{"remote patch in an inline transformer", map[string][]byte{"kustomization.yaml": []byte("transformers:\n- |-\n  apiVersion: builtin\n  kind: PatchTransformer\n  metadata:\n    name: p\n  path: https://example.com/p.yaml\n")}, "",
+			[]string{`kustomization.yaml:7:9: remote location "https://example.com/p.yaml"`}},
+		{"duplicate key", map[string][]byte{"a.yaml": []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  name: b\n")}, "",
+			[]string{`a.yaml:5:3: key "name" is given twice in this mapping (first at line 4)`}},
 		{"misspelt field", map[string][]byte{"kustomization.yaml": []byte("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresource:\n  - a.yaml\n"), "a.yaml": []byte(np)}, "",
 			[]string{`kustomization.yaml:3:1: unknown field "resource" in the kustomization (did you mean "resources"?)`}},
 		{"broken kustomization yaml", map[string][]byte{"kustomization.yaml": []byte("resources:\n  - a.yaml\n - b.yaml\n")}, "",
@@ -135,7 +146,7 @@ func TestBuildErrorsAreLocated(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := Build(c.files, c.dir)
+			_, err := Build(ctx, c.files, c.dir)
 			errs, ok := err.(Errors)
 			if !ok {
 				t.Fatalf("got %v (%T), want Errors", err, err)
@@ -152,13 +163,12 @@ func TestBuildErrorsAreLocated(t *testing.T) {
 	}
 }
 
-func TestBuildRecoversAndSerialises(t *testing.T) {
-	// Concurrent builds of the same input give the same output (they are serialised inside).
+func TestConcurrentBuildsAgree(t *testing.T) {
 	files := workshop(t, "")
 	done := make(chan string, 8)
 	for i := 0; i < 8; i++ {
 		go func() {
-			objs, err := Build(files, "")
+			objs, err := Build(ctx, files, "")
 			if err != nil {
 				done <- err.Error()
 				return
@@ -187,7 +197,7 @@ func TestBuildSharesFilesInsideTheRepository(t *testing.T) {
 		"pools/escape/kustomization.yaml":  []byte("resources:\n  - ../base\npatches:\n  - path: ../../../weight.json\n    target: {kind: NodePool}\n"),
 		"pools/escape2/kustomization.yaml": []byte("resources:\n  - ../../../base\n"),
 	}
-	objs, err := Build(files, "pools/prod")
+	objs, err := Build(ctx, files, "pools/prod")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +208,7 @@ func TestBuildSharesFilesInsideTheRepository(t *testing.T) {
 		"pools/escape":  `pools/escape/kustomization.yaml:4:11: "../../../weight.json" points outside the repository`,
 		"pools/escape2": `pools/escape2/kustomization.yaml:2:5: "../../../base" points outside the repository`,
 	} {
-		_, err := Build(files, dir)
+		_, err := Build(ctx, files, dir)
 		if errs, ok := err.(Errors); !ok || len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), want) {
 			t.Errorf("%s: got %v, want %s…", dir, err, want)
 		}
@@ -220,14 +230,24 @@ func TestBuildDirReadsOnlyTheRepository(t *testing.T) {
 	must(os.WriteFile(filepath.Join(top, "secret.yaml"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: s\n"), 0o644))
 	must(os.Symlink(filepath.Join(top, "secret.yaml"), filepath.Join(root, "k", "link.yaml")))
 	must(os.WriteFile(filepath.Join(root, "k", "kustomization.yaml"), []byte("resources:\n  - link.yaml\n"), 0o644))
-	_, err := BuildDir(root, "k")
+	_, err := BuildDir(ctx, root, "k")
 	if err == nil || !strings.Contains(err.Error(), "link.yaml") {
 		t.Fatalf("got %v, want the link leading out refused", err)
 	}
 	must(os.WriteFile(filepath.Join(root, "k", "kustomization.yaml"), []byte("resources:\n  - cm.yaml\n"), 0o644))
 	must(os.WriteFile(filepath.Join(root, "k", "cm.yaml"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n"), 0o644))
-	objs, err := BuildDir(root, "k")
+	objs, err := BuildDir(ctx, root, "k")
 	if err != nil || len(objs) != 1 || objs[0].Source.String() != "k/cm.yaml:1:1" {
 		t.Fatalf("got %v, %v", ids(objs), err)
+	}
+}
+
+func TestLocateQuotedKeys(t *testing.T) {
+	objs, err := LoadFile(ctx, "np.yaml", []byte("apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata:\n  name: a\nspec:\n  template:\n    \"a.b]\\n[c\": {}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if line, col := objs[0].Source.Locate(`spec.template["a.b]\n[c"]`); line != 7 || col != 5 {
+		t.Fatalf("quoted key at %d:%d, want 7:5", line, col)
 	}
 }

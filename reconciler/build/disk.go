@@ -1,10 +1,9 @@
 package build
 
 import (
+	"context"
 	"os"
 	"path/filepath"
-
-	yaml "go.yaml.in/yaml/v3"
 )
 
 // LoadDir builds dir, a directory on disk named on a command line, exactly as PoolSync builds
@@ -12,7 +11,7 @@ import (
 // outside the tree is), or top outside one. Sources and errors name files as the user would see
 // them from where they named dir: dir joined with the path below it. The error is Errors when
 // the input is at fault.
-func LoadDir(dir, top string) ([]*Object, error) {
+func LoadDir(ctx context.Context, dir, top string) ([]*Object, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
@@ -22,7 +21,7 @@ func LoadDir(dir, top string) ([]*Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	objs, err := BuildDir(root, filepath.ToSlash(rel))
+	objs, err := BuildDir(ctx, root, filepath.ToSlash(rel))
 	show := func(file string) string {
 		if file == "" {
 			return ""
@@ -49,12 +48,12 @@ func LoadDir(dir, top string) ([]*Object, error) {
 }
 
 // LoadFile reads one plain YAML file (no kustomize: a kustomization is a directory's), naming it
-// name in sources and errors.
-func LoadFile(name string, data []byte) ([]*Object, error) {
-	b := &builder{repo: &memRepo{files: map[string][]byte{name: data}}, docs: map[string][]*yaml.Node{}}
+// name in sources and errors, within the limits of ctx.
+func LoadFile(ctx context.Context, name string, data []byte) ([]*Object, error) {
+	b := newBuilder(ctx, &memRepo{files: map[string][]byte{name: data}})
 	objs, errs := b.objectsOf(name)
 	if len(errs) == 0 {
-		errs = append(unnamed(objs), duplicates(objs)...)
+		errs = b.check(objs)
 	}
 	if len(errs) > 0 {
 		return nil, errs

@@ -3,14 +3,14 @@ package build
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"sort"
 	"strings"
 
-	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"github.com/karpool/karpool/reconciler/build/confined"
 )
 
 // repo is read access to the files of one repository, by slash-separated path relative to its
@@ -18,23 +18,33 @@ import (
 // fetched revision in memory (memRepo); `karpool vet` from a working copy on disk (diskRepo),
 // reading only what the build needs. Both confine every read to the repository root.
 type repo interface {
-	read(name string) ([]byte, bool)
+	// read returns a file's content, or errTooLarge when it holds more than max bytes.
+	read(name string, max int64) ([]byte, error)
 	isFile(name string) bool
 	isDir(name string) bool
 	// under lists the files below dir ("" for all), recursively.
 	under(dir string) []string
-	// kustomizeFS is the file system for kustomize and where the repository root is in it.
-	kustomizeFS() (filesys.FileSystem, string)
+	// request is a confined kustomize build of dir reading this repository.
+	request(dir string) confined.Request
 }
 
 // memRepo is a repository held in memory.
 type memRepo struct {
 	files map[string][]byte
-	fs    filesys.FileSystem // built on first use
 }
 
-func (m *memRepo) read(name string) ([]byte, bool) { d, ok := m.files[name]; return d, ok }
-func (m *memRepo) isFile(name string) bool         { _, ok := m.files[name]; return ok }
+func (m *memRepo) read(name string, max int64) ([]byte, error) {
+	d, ok := m.files[name]
+	switch {
+	case !ok:
+		return nil, fs.ErrNotExist
+	case int64(len(d)) > max:
+		return nil, errTooLarge
+	}
+	return d, nil
+}
+
+func (m *memRepo) isFile(name string) bool { _, ok := m.files[name]; return ok }
 
 func (m *memRepo) isDir(d string) bool {
 	if d == "" {
@@ -59,21 +69,8 @@ func (m *memRepo) under(dir string) []string {
 	return names
 }
 
-// kustomizeFS copies the repository into an in-memory file system: it holds the repository and
-// nothing else, so kustomize cannot read anything outside it.
-func (m *memRepo) kustomizeFS() (filesys.FileSystem, string) {
-	if m.fs == nil {
-		fsys := filesys.MakeFsInMemory()
-		for name, data := range m.files {
-			if err := fsys.WriteFile("/"+name, data); err != nil {
-				// Only an impossible name (a file below a file) fails; kustomize then reports
-				// the file as missing.
-				continue
-			}
-		}
-		m.fs = fsys
-	}
-	return m.fs, "/"
+func (m *memRepo) request(dir string) confined.Request {
+	return confined.Request{Files: m.files, Dir: dir}
 }
 
 // diskRepo is a working copy on disk, read-only and confined to its root (symbolic links
@@ -95,12 +92,27 @@ func newDiskRepo(root string) (*diskRepo, error) {
 
 func (d *diskRepo) abs(name string) string { return filepath.Join(d.root, filepath.FromSlash(name)) }
 
-func (d *diskRepo) read(name string) ([]byte, bool) {
-	if !d.isFile(name) {
-		return nil, false
+func (d *diskRepo) read(name string, max int64) ([]byte, error) {
+	info, err := d.stat(d.abs(name))
+	switch {
+	case err != nil:
+		return nil, err
+	case !info.Mode().IsRegular():
+		return nil, fs.ErrNotExist
+	case info.Size() > max:
+		return nil, errTooLarge
 	}
-	data, err := os.ReadFile(d.abs(name))
-	return data, err == nil
+	f, err := os.Open(d.abs(name))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	// The file may have grown since the stat.
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err == nil && int64(len(data)) > max {
+		return nil, errTooLarge
+	}
+	return data, err
 }
 
 func (d *diskRepo) isFile(name string) bool {
@@ -130,11 +142,14 @@ func (d *diskRepo) under(dir string) []string {
 	return names
 }
 
-func (d *diskRepo) kustomizeFS() (filesys.FileSystem, string) {
-	return &confinedFS{root: d.root, inner: filesys.MakeFsOnDisk()}, d.root
+func (d *diskRepo) request(dir string) confined.Request {
+	return confined.Request{Root: d.root, Dir: dir}
 }
 
 var errOutside = errors.New("outside the repository")
+
+// errTooLarge is a file over the per-file cap.
+var errTooLarge = errors.New("the file is larger than a build reads")
 
 // stat is os.Stat for paths inside the repository.
 func (d *diskRepo) stat(p string) (fs.FileInfo, error) {
@@ -157,96 +172,4 @@ func confine(root, p string) error {
 		return fmt.Errorf("%s: %w (%s)", p, errOutside, root)
 	}
 	return nil
-}
-
-// confinedFS is the on-disk file system, read-only and limited to the repository.
-type confinedFS struct {
-	root  string
-	inner filesys.FileSystem
-}
-
-var errReadOnly = errors.New("a build does not write files")
-
-func (c *confinedFS) Create(string) (filesys.File, error) { return nil, errReadOnly }
-func (c *confinedFS) Mkdir(string) error                  { return errReadOnly }
-func (c *confinedFS) MkdirAll(string) error               { return errReadOnly }
-func (c *confinedFS) RemoveAll(string) error              { return errReadOnly }
-func (c *confinedFS) WriteFile(string, []byte) error      { return errReadOnly }
-
-func (c *confinedFS) Open(p string) (filesys.File, error) {
-	if err := confine(c.root, p); err != nil {
-		return nil, err
-	}
-	return c.inner.Open(p)
-}
-
-func (c *confinedFS) IsDir(p string) bool  { return confine(c.root, p) == nil && c.inner.IsDir(p) }
-func (c *confinedFS) Exists(p string) bool { return confine(c.root, p) == nil && c.inner.Exists(p) }
-
-func (c *confinedFS) ReadDir(p string) ([]string, error) {
-	if err := confine(c.root, p); err != nil {
-		return nil, err
-	}
-	return c.inner.ReadDir(p)
-}
-
-func (c *confinedFS) CleanedAbs(p string) (filesys.ConfirmedDir, string, error) {
-	if err := confine(c.root, p); err != nil {
-		return "", "", err
-	}
-	return c.inner.CleanedAbs(p)
-}
-
-func (c *confinedFS) Glob(pattern string) ([]string, error) {
-	if err := confine(c.root, filepath.Dir(pattern)); err != nil {
-		return nil, err
-	}
-	m, err := c.inner.Glob(pattern)
-	if err != nil {
-		return nil, err
-	}
-	out := m[:0]
-	for _, p := range m {
-		if confine(c.root, p) == nil {
-			out = append(out, p)
-		}
-	}
-	return out, nil
-}
-
-func (c *confinedFS) ReadFile(p string) ([]byte, error) {
-	if err := confine(c.root, p); err != nil {
-		return nil, err
-	}
-	return c.inner.ReadFile(p)
-}
-
-func (c *confinedFS) Walk(p string, walkFn filepath.WalkFunc) error {
-	if err := confine(c.root, p); err != nil {
-		return err
-	}
-	return c.inner.Walk(p, func(q string, info fs.FileInfo, err error) error {
-		if err == nil && confine(c.root, q) != nil {
-			if info != nil && info.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		return walkFn(q, info, err)
-	})
-}
-
-// withFile is a file system that shows other content for one file: the root kustomization
-// with originAnnotations added, without writing it anywhere.
-type withFile struct {
-	filesys.FileSystem
-	path string
-	data []byte
-}
-
-func (w *withFile) ReadFile(p string) ([]byte, error) {
-	if path.Clean(p) == w.path {
-		return w.data, nil
-	}
-	return w.FileSystem.ReadFile(p)
 }

@@ -97,6 +97,15 @@ func splitPath(p string) []segment {
 	var segs []segment
 	for p != "" {
 		switch {
+		case strings.HasPrefix(p, `["`):
+			// A quoted key, which may hold dots, brackets and escapes.
+			q, err := strconv.QuotedPrefix(p[1:])
+			key, uerr := strconv.Unquote(q)
+			if err != nil || uerr != nil || !strings.HasPrefix(p[1+len(q):], "]") {
+				return segs
+			}
+			segs = append(segs, segment{name: key, index: -1})
+			p = strings.TrimPrefix(p[2+len(q):], ".")
 		case p[0] == '[':
 			end := strings.IndexByte(p, ']')
 			if end < 0 {

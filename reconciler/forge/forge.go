@@ -1,7 +1,8 @@
 // Package forge puts plans where reviewers read them: one sticky comment per pull request,
 // found again by its hidden marker and its author and updated in place, and a commit status on
 // the head commit. GitHub speaks REST through go-github, Gitea its API v1 through its SDK.
-// Tokens stay inside the clients: they are never part of an error or a log line.
+// Tokens stay inside the clients: they are never part of an error or a log line, and errors
+// have the URLs they quote redacted, since an API or repository URL can carry credentials too.
 package forge
 
 import (
@@ -9,6 +10,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/karpool/karpool/internal/redact"
 )
 
 // Forge is a repository on a forge, with the calls karpool makes.
@@ -42,6 +45,9 @@ type PullRequest struct {
 	Number           int
 	BaseRef, HeadRef string
 	HeadSHA          string
+	// Fork: the head is in another repository than the base (or the forge no longer says
+	// which), so anyone may have written it.
+	Fork bool
 }
 
 // Outcome says what Post did.
@@ -102,7 +108,7 @@ func Open(ctx context.Context, provider, apiURL, token, repoURL, owner, name str
 		if apiURL == "" {
 			u, err := url.Parse(repoURL)
 			if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-				return nil, fmt.Errorf("the Gitea server's address is needed: the repository URL %q does not name it", repoURL)
+				return nil, fmt.Errorf("the Gitea server's address is needed: the repository URL %q does not name it", redact.URL(repoURL))
 			}
 			apiURL = u.Scheme + "://" + u.Host
 		}
@@ -122,7 +128,7 @@ func Slug(repoURL string) (owner, name string, err error) {
 	}
 	parts := strings.Split(strings.Trim(strings.TrimSuffix(strings.TrimSpace(p), ".git"), "/"), "/")
 	if len(parts) < 2 || parts[len(parts)-2] == "" || parts[len(parts)-1] == "" {
-		return "", "", fmt.Errorf("cannot read owner/name from %q: give it with --repository OWNER/NAME", repoURL)
+		return "", "", fmt.Errorf("cannot read owner/name from %q: give it with --repository OWNER/NAME", redact.URL(repoURL))
 	}
 	return parts[len(parts)-2], parts[len(parts)-1], nil
 }

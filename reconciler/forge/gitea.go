@@ -5,6 +5,8 @@ import (
 	"net/http"
 
 	"code.gitea.io/sdk/gitea"
+
+	"github.com/karpool/karpool/internal/redact"
 )
 
 // Gitea is a repository on a Gitea server.
@@ -22,7 +24,7 @@ func NewGitea(ctx context.Context, baseURL, token, owner, repo string, hc *http.
 	}
 	c, err := gitea.NewClient(baseURL, opts...)
 	if err != nil {
-		return nil, err
+		return nil, redact.Error(err)
 	}
 	return &Gitea{client: c, owner: owner, repo: repo}, nil
 }
@@ -37,7 +39,7 @@ func (g *Gitea) with(ctx context.Context) *gitea.Client {
 func (g *Gitea) Me(ctx context.Context) (string, error) {
 	u, _, err := g.with(ctx).GetMyUserInfo()
 	if err != nil {
-		return "", err
+		return "", redact.Error(err)
 	}
 	return u.UserName, nil
 }
@@ -48,7 +50,7 @@ func (g *Gitea) Comments(ctx context.Context, pr int) ([]Comment, error) {
 	for page := 1; ; page++ {
 		cs, _, err := g.with(ctx).ListIssueComments(g.owner, g.repo, int64(pr), gitea.ListIssueCommentOptions{ListOptions: gitea.ListOptions{Page: page, PageSize: 50}})
 		if err != nil {
-			return nil, err
+			return nil, redact.Error(err)
 		}
 		for _, c := range cs {
 			out = append(out, giteaComment(c))
@@ -63,7 +65,7 @@ func (g *Gitea) Comments(ctx context.Context, pr int) ([]Comment, error) {
 func (g *Gitea) CreateComment(ctx context.Context, pr int, body string) (Comment, error) {
 	c, _, err := g.with(ctx).CreateIssueComment(g.owner, g.repo, int64(pr), gitea.CreateIssueCommentOption{Body: body})
 	if err != nil {
-		return Comment{}, err
+		return Comment{}, redact.Error(err)
 	}
 	return giteaComment(c), nil
 }
@@ -72,7 +74,7 @@ func (g *Gitea) CreateComment(ctx context.Context, pr int, body string) (Comment
 func (g *Gitea) EditComment(ctx context.Context, id int64, body string) (Comment, error) {
 	c, _, err := g.with(ctx).EditIssueComment(g.owner, g.repo, id, gitea.EditIssueCommentOption{Body: body})
 	if err != nil {
-		return Comment{}, err
+		return Comment{}, redact.Error(err)
 	}
 	return giteaComment(c), nil
 }
@@ -81,7 +83,7 @@ func (g *Gitea) EditComment(ctx context.Context, id int64, body string) (Comment
 func (g *Gitea) SetStatus(ctx context.Context, sha string, s Status) error {
 	_, _, err := g.with(ctx).CreateStatus(g.owner, g.repo, sha, gitea.CreateStatusOption{
 		State: gitea.StatusState(s.State), Context: s.Context, Description: s.Description, TargetURL: s.TargetURL})
-	return err
+	return redact.Error(err)
 }
 
 // PullRequests implements Forge; it reads every page.
@@ -90,15 +92,16 @@ func (g *Gitea) PullRequests(ctx context.Context) ([]PullRequest, error) {
 	for page := 1; ; page++ {
 		prs, _, err := g.with(ctx).ListRepoPullRequests(g.owner, g.repo, gitea.ListPullRequestsOptions{State: gitea.StateOpen, ListOptions: gitea.ListOptions{Page: page, PageSize: 50}})
 		if err != nil {
-			return nil, err
+			return nil, redact.Error(err)
 		}
 		for _, p := range prs {
-			pr := PullRequest{Number: int(p.Index)}
+			pr := PullRequest{Number: int(p.Index), Fork: true}
 			if p.Base != nil {
 				pr.BaseRef = p.Base.Ref
 			}
 			if p.Head != nil {
 				pr.HeadRef, pr.HeadSHA = p.Head.Ref, p.Head.Sha
+				pr.Fork = p.Base == nil || p.Head.RepoID == 0 || p.Head.RepoID != p.Base.RepoID
 			}
 			out = append(out, pr)
 		}
@@ -114,7 +117,7 @@ func (g *Gitea) ChangedFiles(ctx context.Context, pr int) ([]string, error) {
 	for page := 1; ; page++ {
 		fs, _, err := g.with(ctx).ListPullRequestFiles(g.owner, g.repo, int64(pr), gitea.ListPullRequestFilesOptions{ListOptions: gitea.ListOptions{Page: page, PageSize: 50}})
 		if err != nil {
-			return nil, err
+			return nil, redact.Error(err)
 		}
 		for _, f := range fs {
 			out = append(out, f.Filename)

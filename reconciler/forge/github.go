@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/google/go-github/v75/github"
+
+	"github.com/karpool/karpool/internal/redact"
 )
 
 // GitHub is a repository on GitHub or GitHub Enterprise.
@@ -23,7 +25,7 @@ func NewGitHub(apiURL, token, owner, repo string, hc *http.Client) (*GitHub, err
 	if apiURL != "" {
 		u, err := url.Parse(strings.TrimSuffix(apiURL, "/") + "/")
 		if err != nil || u.Host == "" {
-			return nil, fmt.Errorf("GitHub API URL %q: want https://host/ or https://host/api/v3/", apiURL)
+			return nil, fmt.Errorf("GitHub API URL %q: want https://host/ or https://host/api/v3/", redact.URL(apiURL))
 		}
 		c.BaseURL = u
 	}
@@ -34,7 +36,7 @@ func NewGitHub(apiURL, token, owner, repo string, hc *http.Client) (*GitHub, err
 func (g *GitHub) Me(ctx context.Context) (string, error) {
 	u, _, err := g.client.Users.Get(ctx, "")
 	if err != nil {
-		return "", err
+		return "", redact.Error(err)
 	}
 	return u.GetLogin(), nil
 }
@@ -46,7 +48,7 @@ func (g *GitHub) Comments(ctx context.Context, pr int) ([]Comment, error) {
 	for {
 		page, resp, err := g.client.Issues.ListComments(ctx, g.owner, g.repo, pr, opts)
 		if err != nil {
-			return nil, err
+			return nil, redact.Error(err)
 		}
 		for _, c := range page {
 			out = append(out, githubComment(c))
@@ -62,7 +64,7 @@ func (g *GitHub) Comments(ctx context.Context, pr int) ([]Comment, error) {
 func (g *GitHub) CreateComment(ctx context.Context, pr int, body string) (Comment, error) {
 	c, _, err := g.client.Issues.CreateComment(ctx, g.owner, g.repo, pr, &github.IssueComment{Body: &body})
 	if err != nil {
-		return Comment{}, err
+		return Comment{}, redact.Error(err)
 	}
 	return githubComment(c), nil
 }
@@ -71,7 +73,7 @@ func (g *GitHub) CreateComment(ctx context.Context, pr int, body string) (Commen
 func (g *GitHub) EditComment(ctx context.Context, id int64, body string) (Comment, error) {
 	c, _, err := g.client.Issues.EditComment(ctx, g.owner, g.repo, id, &github.IssueComment{Body: &body})
 	if err != nil {
-		return Comment{}, err
+		return Comment{}, redact.Error(err)
 	}
 	return githubComment(c), nil
 }
@@ -83,7 +85,7 @@ func (g *GitHub) SetStatus(ctx context.Context, sha string, s Status) error {
 		st.TargetURL = &s.TargetURL
 	}
 	_, _, err := g.client.Repositories.CreateStatus(ctx, g.owner, g.repo, sha, st)
-	return err
+	return redact.Error(err)
 }
 
 // PullRequests implements Forge; it reads every page.
@@ -93,10 +95,12 @@ func (g *GitHub) PullRequests(ctx context.Context) ([]PullRequest, error) {
 	for {
 		page, resp, err := g.client.PullRequests.List(ctx, g.owner, g.repo, opts)
 		if err != nil {
-			return nil, err
+			return nil, redact.Error(err)
 		}
 		for _, p := range page {
-			out = append(out, PullRequest{Number: p.GetNumber(), BaseRef: p.GetBase().GetRef(), HeadRef: p.GetHead().GetRef(), HeadSHA: p.GetHead().GetSHA()})
+			head, base := p.GetHead().GetRepo().GetID(), p.GetBase().GetRepo().GetID()
+			out = append(out, PullRequest{Number: p.GetNumber(), BaseRef: p.GetBase().GetRef(), HeadRef: p.GetHead().GetRef(), HeadSHA: p.GetHead().GetSHA(),
+				Fork: head == 0 || head != base})
 		}
 		if resp.NextPage == 0 {
 			return out, nil
@@ -112,7 +116,7 @@ func (g *GitHub) ChangedFiles(ctx context.Context, pr int) ([]string, error) {
 	for {
 		page, resp, err := g.client.PullRequests.ListFiles(ctx, g.owner, g.repo, pr, opts)
 		if err != nil {
-			return nil, err
+			return nil, redact.Error(err)
 		}
 		for _, f := range page {
 			out = append(out, f.GetFilename())

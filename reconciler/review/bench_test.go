@@ -50,7 +50,7 @@ spec:
       containers: [{name: c0, resources: {requests: {cpu: %dm, memory: %dMi}}}]
 `, i, i%50, i, i, i%teams, i%teams, 100+(i*37)%900, 256+(i*101)%3800)
 	}
-	objs, err := build.LoadFile("workload.yaml", []byte(w.String()))
+	objs, err := build.LoadFile(context.Background(), "workload.yaml", []byte(w.String()))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -74,6 +74,39 @@ func BenchmarkPlan200Pools10kPods(b *testing.B) {
 		}
 		if p.Failed() || p.Head.Pods != 10_000 || len(p.Pools) != 200 {
 			b.Fatalf("failed %v, %d pods, %d pools, %d unschedulable: %s", p.Failed(), p.Head.Pods, len(p.Pools), len(p.Unschedulable), p.Head.Error+fmt.Sprint(p.Head.Findings))
+		}
+	}
+}
+
+// manyClasses is bigRepo's pools spread over k EC2NodeClasses.
+func manyClasses(files map[string]string, k int) map[string]string {
+	var classes strings.Builder
+	for i := 0; i < k; i++ {
+		fmt.Fprintf(&classes, "---\n%s", strings.Replace(nodeClass, "name: default", fmt.Sprintf("name: class-%d", i), 1))
+	}
+	files["pools/nodeclass.yaml"] = classes.String()
+	var pools strings.Builder
+	for i, doc := range strings.Split(files["pools/nodepools.yaml"], "---\n")[1:] {
+		fmt.Fprintf(&pools, "---\n%s", strings.Replace(doc, "        name: default", fmt.Sprintf("        name: class-%d", i%k), 1))
+	}
+	files["pools/nodepools.yaml"] = pools.String()
+	return files
+}
+
+// BenchmarkPlan1000Pools500Classes: `karpool plan` of a change to one of 1,000 NodePools on 500
+// EC2NodeClasses against a 10,000-pod snapshot (target: under 10 s and 1 GB).
+func BenchmarkPlan1000Pools500Classes(b *testing.B) {
+	w := bigWorkload(b, 10_000, 1000)
+	base := tree("base", manyClasses(bigRepo(1000, ""), 500))
+	head := tree("head", manyClasses(bigRepo(1000, "c5.large, c5.xlarge"), 500))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		p, err := Make(context.Background(), Input{Base: base, Head: head, Path: "pools", Workload: w, Now: time.Now()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if p.Failed() || p.Head.Pods != 10_000 || len(p.Pools) != 1000 {
+			b.Fatalf("failed %v, %d pods, %d pools: %s", p.Failed(), p.Head.Pods, len(p.Pools), p.Head.Error+fmt.Sprint(p.Head.Findings))
 		}
 	}
 }

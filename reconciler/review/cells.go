@@ -20,10 +20,11 @@ const (
 	memory
 )
 
-// poolRows are a pool's rows of the comparison: what, previous, new, difference.
-func poolRows(c PoolChange) [][4]string {
+// poolRows are a pool's rows of the comparison: what, previous, new, difference; text puts
+// the instance and capacity types in the cells.
+func poolRows(c PoolChange, text func(string) string) [][4]string {
 	return [][4]string{
-		{"nodes", nodesCell(c.Base), nodesCell(c.Head), countDiff(c.Base, c.Head)},
+		{"nodes", nodesCell(c.Base, text), nodesCell(c.Head, text), countDiff(c.Base, c.Head)},
 		{"$/month", costCell(c.Base), costCell(c.Head), costDiff(c.Base, c.Head)},
 		{"cpu requested / allocatable", usage(c.Base, cpu), usage(c.Head, cpu), ""},
 		{"memory requested / allocatable", usage(c.Base, memory), usage(c.Head, memory), ""},
@@ -32,8 +33,9 @@ func poolRows(c PoolChange) [][4]string {
 	}
 }
 
-// nodesCell is "3 × t3.small on-demand", one line per instance type and capacity type.
-func nodesCell(s *simulate.PoolSummary) string {
+// nodesCell is "3 × t3.small on-demand", one line per instance type and capacity type, which
+// come from the pool's requirements and are put in the cell by text.
+func nodesCell(s *simulate.PoolSummary, text func(string) string) string {
 	if s == nil {
 		return "—"
 	}
@@ -53,7 +55,7 @@ func nodesCell(s *simulate.PoolSummary) string {
 	sort.SliceStable(order, func(i, j int) bool { return counts[order[i]] > counts[order[j]] })
 	parts := make([]string, len(order))
 	for i, k := range order {
-		parts[i] = fmt.Sprintf("%d × %s %s", counts[k], k.it, k.ct)
+		parts[i] = fmt.Sprintf("%d × %s %s", counts[k], text(k.it), text(k.ct))
 	}
 	return strings.Join(parts, "<br>")
 }

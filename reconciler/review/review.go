@@ -20,6 +20,7 @@ import (
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/autoscaler/disruption"
 	"github.com/karpool/karpool/autoscaler/simulate"
+	"github.com/karpool/karpool/internal/redact"
 	"github.com/karpool/karpool/reconciler/build"
 	"github.com/karpool/karpool/reconciler/validate"
 )
@@ -140,6 +141,10 @@ func (p *Plan) Failed() bool { return p.Head.Error != "" || len(p.Head.Findings)
 // Changed says whether the change makes any difference to the rendered objects.
 func (p *Plan) Changed() bool { return len(p.Objects) > 0 }
 
+// Worth says whether the plan deserves a pull-request comment: the change renders other
+// objects, or the head does not validate (the author needs to know where).
+func (p *Plan) Worth() bool { return p.Changed() || p.Failed() }
+
 // Make reviews a change. The error is for what is not the revisions' fault (a bad region);
 // problems of the revisions are in the plan.
 func Make(ctx context.Context, in Input) (*Plan, error) {
@@ -175,10 +180,10 @@ func Make(ctx context.Context, in Input) (*Plan, error) {
 // side builds, validates and plans one revision.
 func side(ctx context.Context, in Input, t Tree) (*Side, error) {
 	s := &Side{Revision: t.Revision}
-	objs, err := build.Build(t.Files, in.Path)
+	objs, err := build.Build(ctx, t.Files, in.Path)
 	var berrs build.Errors
 	if errors.As(err, &berrs) {
-		s.Error = berrs.Error()
+		s.Error = redact.Text(berrs.Error())
 		return s, nil
 	} else if err != nil {
 		return nil, err
@@ -192,13 +197,13 @@ func side(ctx context.Context, in Input, t Tree) (*Side, error) {
 		return s, nil
 	}
 	if s.pools, err = simulate.PoolsOf(objs); err != nil {
-		s.Error = err.Error()
+		s.Error = redact.Text(err.Error())
 		return s, nil
 	}
 	w := simulate.NewWorkload(in.MaxPods)
 	if in.Workload != nil {
 		if err := w.Merge(in.Workload); err != nil {
-			s.Error = err.Error()
+			s.Error = redact.Text(err.Error())
 			return s, nil
 		}
 	}
@@ -207,7 +212,7 @@ func side(ctx context.Context, in Input, t Tree) (*Side, error) {
 		err = w.Merge(own)
 	}
 	if err != nil {
-		s.Error = err.Error()
+		s.Error = redact.Text(err.Error())
 		return s, nil
 	}
 	if s.report, err = simulate.Solve(s.pools, w, in.Region); err != nil {
@@ -226,7 +231,7 @@ func worstCase(s *Side, region string) (*WorstCase, error) {
 	wc := &WorstCase{HPAs: hpas}
 	atMax, err := s.workload.AtMax()
 	if err != nil {
-		wc.Error = err.Error()
+		wc.Error = redact.Text(err.Error())
 		return wc, nil
 	}
 	rep, err := simulate.Solve(s.pools, atMax, region)

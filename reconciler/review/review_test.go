@@ -152,8 +152,8 @@ func TestIncrease(t *testing.T) {
 		t.Errorf("headline %q missing", headline)
 	}
 	c := p.Pools[0]
-	if !strings.Contains(nodesCell(c.Base), "t3.small on-demand") || !strings.Contains(nodesCell(c.Head), "t3.medium on-demand") {
-		t.Errorf("nodes %q → %q", nodesCell(c.Base), nodesCell(c.Head))
+	if !strings.Contains(nodesCell(c.Base, asIs), "t3.small on-demand") || !strings.Contains(nodesCell(c.Head, asIs), "t3.medium on-demand") {
+		t.Errorf("nodes %q → %q", nodesCell(c.Base, asIs), nodesCell(c.Head, asIs))
 	}
 	if len(p.Replaced) != 1 || p.Replaced[0].Nodes != c.Base.Nodes || p.Replaced[0].Reason != "RequirementsDrifted" {
 		t.Errorf("replaced %+v, want all %d base nodes for their requirements", p.Replaced, c.Base.Nodes)

@@ -24,7 +24,7 @@ func (p *Plan) WriteJSON(w io.Writer) error {
 func (p *Plan) Text() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "karpool plan for %s: base %s → head %s\n", cleanPath(p.Path), p.Base.Revision, p.Head.Revision)
-	fmt.Fprintf(&b, "%s\n%s.\n", strings.Trim(p.Headline(), "*"), capitalize(p.workloadWords()))
+	fmt.Fprintf(&b, "%s\n%s.\n", strings.Trim(p.headline(asIs), "*"), capitalize(p.workloadWords(asIs)))
 	if p.Failed() {
 		b.WriteString("\nValidation errors:\n")
 		if p.Head.Error != "" {
@@ -43,7 +43,7 @@ func (p *Plan) Text() string {
 		fmt.Fprintf(&b, "\nNodePool %s\n", c.Name)
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 		fmt.Fprintf(tw, "  \tprevious\tnew\tdiff\n")
-		for _, r := range poolRows(c) {
+		for _, r := range poolRows(c, asIs) {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", r[0], plain(r[1]), plain(r[2]), r[3])
 		}
 		tw.Flush()
@@ -51,13 +51,13 @@ func (p *Plan) Text() string {
 	if len(p.Unschedulable) > 0 {
 		fmt.Fprintf(&b, "\nPods that would no longer fit (%d):\n", len(p.Unschedulable))
 		for _, g := range byReason(p.Unschedulable) {
-			fmt.Fprintf(&b, "  %s: %s\n", strings.ReplaceAll(podList(g.pods), "`", ""), g.reason)
+			fmt.Fprintf(&b, "  %s: %s\n", podList(g.pods, asIs), g.reason)
 		}
 	}
 	if len(p.Fitting) > 0 {
 		fmt.Fprintf(&b, "\nPods that would fit again (%d):\n", len(p.Fitting))
 		for _, g := range byReason(p.Fitting) {
-			fmt.Fprintf(&b, "  %s, Pending under the base: %s\n", strings.ReplaceAll(podList(g.pods), "`", ""), g.reason)
+			fmt.Fprintf(&b, "  %s, Pending under the base: %s\n", podList(g.pods, asIs), g.reason)
 		}
 	}
 	if len(p.Replaced) > 0 {
@@ -78,10 +78,10 @@ func (p *Plan) Text() string {
 			fmt.Fprintf(&b, "  %s per month\n", monthly(wc.PerHour))
 			for i := range wc.Pools {
 				ps := &wc.Pools[i]
-				fmt.Fprintf(&b, "  %s: %s, %s, headroom %s\n", ps.Name, plain(nodesCell(ps)), costCell(ps), plain(headroom(ps)))
+				fmt.Fprintf(&b, "  %s: %s, %s, headroom %s\n", ps.Name, plain(nodesCell(ps, asIs)), costCell(ps), plain(headroom(ps)))
 			}
 			for _, g := range byReason(wc.Pending) {
-				fmt.Fprintf(&b, "  pending: %s: %s\n", strings.ReplaceAll(podList(g.pods), "`", ""), g.reason)
+				fmt.Fprintf(&b, "  pending: %s: %s\n", podList(g.pods, asIs), g.reason)
 			}
 		}
 	}
@@ -97,6 +97,9 @@ func (p *Plan) Text() string {
 }
 
 func plain(cell string) string { return strings.ReplaceAll(cell, "<br>", ", ") }
+
+// asIs puts a string in the text as it is: a terminal renders no Markdown.
+func asIs(s string) string { return s }
 
 func capitalize(s string) string {
 	if s == "" {

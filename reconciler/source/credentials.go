@@ -13,6 +13,8 @@ import (
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/karpool/karpool/internal/redact"
 )
 
 // Keys of a credentials Secret. They are the ones Flux's GitRepository reads, so a Secret written
@@ -139,7 +141,7 @@ func (c *Credentials) authMethod(u *url.URL) (transport.AuthMethod, error) {
 		}
 		keys, err := gitssh.NewPublicKeys(user, c.Identity, c.Password)
 		if err != nil {
-			return nil, fmt.Errorf("the %q in the Secret is not a usable private key: %s", KeyIdentity, scrub(err.Error(), c.secrets()))
+			return nil, fmt.Errorf("the %q in the Secret is not a usable private key: %s", KeyIdentity, redact.Secrets(err.Error(), c.secrets()...))
 		}
 		port := u.Port()
 		if port == "" {

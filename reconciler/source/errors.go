@@ -1,6 +1,10 @@
 package source
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/karpool/karpool/internal/redact"
+)
 
 // Kind classifies a fetch failure, so that the caller can pick a condition reason and decide
 // whether retrying can help.
@@ -29,7 +33,13 @@ type Error struct {
 	Err error
 }
 
+// Error redacts the whole message: URL is redacted when the Error is made, but Err can quote
+// the URL again as go-git or net/http printed it, credentials and all.
 func (e *Error) Error() string {
+	return redact.Text(e.message())
+}
+
+func (e *Error) message() string {
 	switch e.Kind {
 	case Auth:
 		return fmt.Sprintf("authentication to %s failed: %v; check the credentials in the Secret named by spec.secretRef", e.URL, e.Err)

@@ -14,6 +14,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage/memory"
+
+	"github.com/karpool/karpool/internal/redact"
 )
 
 // Commit is files to write to a branch as one commit.
@@ -37,13 +39,13 @@ const pushAttempts = 3
 func Push(ctx context.Context, c Commit) (pushed bool, err error) {
 	u, err := url.Parse(c.URL)
 	if err != nil {
-		return false, &Error{Kind: Invalid, URL: Redact(c.URL), Err: err}
+		return false, &Error{Kind: Invalid, URL: redact.URL(c.URL), Err: errNotURL}
 	}
 	auth, err := c.Credentials.authMethod(u)
 	if err != nil {
-		return false, &Error{Kind: Auth, URL: u.Redacted(), Err: err}
+		return false, &Error{Kind: Auth, URL: redact.URL(c.URL), Err: err}
 	}
-	g := &gitOp{url: c.URL, shown: u.Redacted(), auth: auth, creds: c.Credentials}
+	g := &gitOp{url: c.URL, shown: redact.URL(c.URL), auth: auth, creds: c.Credentials}
 	for attempt := 1; ; attempt++ {
 		pushed, err = g.commitAndPush(ctx, c)
 		if !errors.Is(err, git.ErrNonFastForwardUpdate) || attempt == pushAttempts {

@@ -26,6 +26,9 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage/memory"
+
+	"github.com/karpool/karpool/internal/redact"
+	"github.com/karpool/karpool/reconciler/build/confined"
 )
 
 // DefaultBranch is followed when a Ref names nothing.
@@ -80,25 +83,30 @@ func (f *Fetcher) Clones() int {
 	return f.clones
 }
 
+// errNotURL leaves out why url.Parse refused the URL: its reasons quote parts of the URL, such
+// as a password read as a port.
+var errNotURL = errors.New("not a URL: write https://host/path, ssh://git@host/path or file:///path")
+
 // Fetch returns the artifact the request selects. Errors are *Error.
 func (f *Fetcher) Fetch(ctx context.Context, req Request) (*Artifact, error) {
 	u, err := url.Parse(req.URL)
 	if err != nil || u.Host == "" && u.Scheme != "file" {
-		return nil, &Error{Kind: Invalid, URL: Redact(req.URL), Err: errors.New("not a URL: write https://host/path, ssh://git@host/path or file:///path")}
+		return nil, &Error{Kind: Invalid, URL: redact.URL(req.URL), Err: errNotURL}
 	}
 	switch u.Scheme {
 	case "http", "https", "ssh", "file":
 	default:
-		return nil, &Error{Kind: Invalid, URL: u.Redacted(), Err: fmt.Errorf("scheme %q is not supported: use https://, ssh:// or file://", u.Scheme)}
+		return nil, &Error{Kind: Invalid, URL: redact.URL(req.URL), Err: fmt.Errorf("scheme %q is not supported: use https://, ssh:// or file://", u.Scheme)}
 	}
 	auth, err := req.Credentials.authMethod(u)
 	if err != nil {
-		return nil, &Error{Kind: Auth, URL: u.Redacted(), Err: err}
+		return nil, &Error{Kind: Auth, URL: redact.URL(req.URL), Err: err}
 	}
-	g := &gitOp{url: req.URL, shown: u.Redacted(), auth: auth, creds: req.Credentials}
-	// The credentials are part of the key: a pinned commit is served from the cache without
-	// asking the server, which must not hand one user's private tree to another.
-	key := u.Redacted() + "#" + refKey(req.Ref) + "#" + req.Credentials.fingerprint()
+	g := &gitOp{url: req.URL, shown: redact.URL(req.URL), auth: auth, creds: req.Credentials}
+	// The credentials are part of the key, those in the URL too: a pinned commit is served from
+	// the cache without asking the server, which must not hand one user's private tree to
+	// another.
+	key := req.URL + "#" + refKey(req.Ref) + "#" + req.Credentials.fingerprint()
 
 	var name, hash string
 	if req.Ref.Name != "" && !validRefName(req.Ref.Name) {
@@ -316,23 +324,21 @@ func (g *gitOp) wrap(doing string, err error) error {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		kind = Timeout
 	}
-	msg := strings.ReplaceAll(err.Error(), g.url, g.shown)
+	// The URL as given is replaced whole first: Text ends a URL at white space, which a query
+	// may hold.
+	msg := redact.Secrets(strings.ReplaceAll(err.Error(), g.url, g.shown), g.creds.secrets()...)
 	// Servers end their answers with newlines, which a one-line condition message cannot hold.
-	msg = strings.Join(strings.Fields(msg), " ")
-	return &Error{Kind: kind, URL: g.shown, Err: fmt.Errorf("%s the repository: %s", doing, scrub(msg, g.creds.secrets()))}
+	msg = strings.Join(strings.Fields(redact.Text(msg)), " ")
+	return &Error{Kind: kind, URL: g.shown, Err: fmt.Errorf("%s the repository: %s", doing, msg)}
 }
 
-// Bounds on what a tree may hold. A repository is untrusted input (a pull request can carry
-// anything), and its files are held in memory: a manifest larger than MaxManifestBytes is
-// refused, other large files (binaries, archives) are left out, and a tree larger than
-// MaxTreeBytes in all is refused.
-const (
-	MaxManifestBytes = 10 << 20
-	MaxTreeBytes     = 256 << 20
-)
-
-// readTree reads the regular files of the commit, within the bounds above.
+// readTree reads the regular files of the commit within a build's bounds (confined.Defaults):
+// a repository is untrusted input (a pull request can carry anything), and its files are held
+// in memory. A manifest larger than a build reads from one file is kept cut just past that cap,
+// so that the build refuses it at the file; other large files (binaries, archives) are left
+// out; a tree larger than a build reads in all is refused.
 func readTree(c *object.Commit) (map[string][]byte, error) {
+	maxFile, maxTree := confined.Defaults.FileBytes, confined.Defaults.ReadBytes
 	tree, err := c.Tree()
 	if err != nil {
 		return nil, err
@@ -343,21 +349,22 @@ func readTree(c *object.Commit) (map[string][]byte, error) {
 		if f.Mode != filemode.Regular && f.Mode != filemode.Executable {
 			return nil
 		}
-		if f.Size > MaxManifestBytes {
-			if manifest(f.Name) {
-				return fmt.Errorf("%s is %d MiB, more than the %d MiB a manifest may be", f.Name, f.Size>>20, MaxManifestBytes>>20)
+		size := f.Size
+		if size > maxFile {
+			if !manifest(f.Name) {
+				return nil
 			}
-			return nil
+			size = maxFile + 1
 		}
-		if total += f.Size; total > MaxTreeBytes {
-			return fmt.Errorf("the files of the commit exceed %d MiB", MaxTreeBytes>>20)
+		if total += size; total > maxTree {
+			return fmt.Errorf("the files of the commit exceed %d MiB, the most a build reads", maxTree>>20)
 		}
 		r, err := f.Reader()
 		if err != nil {
 			return err
 		}
 		defer r.Close()
-		data, err := io.ReadAll(io.LimitReader(r, MaxManifestBytes+1))
+		data, err := io.ReadAll(io.LimitReader(r, maxFile+1))
 		if err != nil {
 			return err
 		}
@@ -467,28 +474,4 @@ func isSHA1(s string) bool {
 		}
 	}
 	return true
-}
-
-// Redact removes a password from a URL, even one that does not parse, for messages.
-func Redact(raw string) string {
-	if u, err := url.Parse(raw); err == nil {
-		return u.Redacted()
-	}
-	if i := strings.LastIndex(raw, "@"); i >= 0 {
-		if j := strings.Index(raw, "://"); j >= 0 && j < i {
-			return raw[:j+3] + "xxxxx" + raw[i:]
-		}
-	}
-	return raw
-}
-
-// scrub replaces secret values in a message. Very short values are left alone: replacing them
-// would mangle ordinary words and they cannot be secrets worth the name.
-func scrub(msg string, secrets []string) string {
-	for _, s := range secrets {
-		if len(s) >= 4 {
-			msg = strings.ReplaceAll(msg, s, "xxxxx")
-		}
-	}
-	return msg
 }

@@ -211,15 +211,42 @@ func TestFetchOverSSHChecksTheHostKey(t *testing.T) {
 	}
 }
 
-func TestRedact(t *testing.T) {
-	for in, want := range map[string]string{
-		"https://alice:s3cret@example.com/r.git": "https://alice:xxxxx@example.com/r.git",
-		"https://example.com/r.git":              "https://example.com/r.git",
-		"https://a:s3cret@exa mple.com/%zz":      "https://xxxxx@exa mple.com/%zz",
+// TestErrorsDoNotShowURLCredentials fetches from and pushes to a port where nothing listens,
+// with the token where forges take it: in the user name, the password or the query. net/http
+// quotes the URL it tried, user name and query as given.
+func TestErrorsDoNotShowURLCredentials(t *testing.T) {
+	const secret = "SECRETTOKEN"
+	for _, u := range []string{
+		"https://" + secret + "@127.0.0.1:1/x.git",
+		"https://x-access-token:" + secret + "@127.0.0.1:1/x.git",
+		"https://127.0.0.1:1/x.git?access_token=" + secret,
+		"https://" + secret + "@127.0.0.1:1/x.git?token=" + secret,
+		"https://alice:" + secret + "/with-a-raw-slash@127.0.0.1:1/x.git",
+		"ftp://" + secret + "@127.0.0.1:1/x.git",
 	} {
-		if got := Redact(in); got != want {
-			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		_, ferr := NewFetcher().Fetch(context.Background(), Request{URL: u, Ref: Ref{Name: "refs/pull/1/head"}})
+		_, perr := Push(context.Background(), Commit{URL: u, Branch: "status", Files: map[string][]byte{"f": nil}})
+		for _, err := range []error{ferr, perr} {
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("%s: %v is no *Error", u, err)
+			}
+			if strings.Contains(err.Error(), secret) || strings.Contains(e.Err.Error(), secret) || strings.Contains(e.URL, secret) {
+				t.Errorf("%s: the error shows the token: %v", u, err)
+			}
+			if !strings.Contains(err.Error(), "127.0.0.1:1") {
+				t.Errorf("%s: the error does not say which server: %v", u, err)
+			}
 		}
+	}
+}
+
+func TestGitErrorsDoNotShowSecretValues(t *testing.T) {
+	creds := &Credentials{Password: "pa55word-from-the-secret"}
+	g := &gitOp{url: "https://127.0.0.1:1/x.git", shown: "https://127.0.0.1:1/x.git", creds: creds}
+	err := g.wrap("cloning", errors.New("server said: bad pa55word-from-the-secret\nfor https://127.0.0.1:1/x.git"))
+	if strings.Contains(err.Error(), creds.Password) {
+		t.Fatalf("the error shows the password: %v", err)
 	}
 }
 

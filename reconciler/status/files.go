@@ -8,6 +8,7 @@ import (
 
 	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/scheduling"
+	"github.com/karpool/karpool/internal/mdsafe"
 )
 
 // File names on the status branch, under Dir.
@@ -33,29 +34,31 @@ func Files(in Input, w Workload) map[string][]byte {
 }
 
 // Markdown is the page for people: applied revision, health, and per pool the nodes, what
-// they hold, what the limits leave, cost, rollout and what blocks consolidation.
+// they hold, what the limits leave, cost, rollout and what blocks consolidation. Names,
+// revisions, labels and messages come from the repository and the cluster, so they go through
+// mdsafe: the forge renders them as text.
 func (r *Report) Markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# karpool status: PoolSync %s\n\n", r.PoolSync)
-	fmt.Fprintf(&b, "- Path: `%s`\n- Applied revision: `%s`\n", r.Path, orNone(r.AppliedRevision))
+	fmt.Fprintf(&b, "# karpool status: PoolSync %s\n\n", mdsafe.Text(r.PoolSync))
+	fmt.Fprintf(&b, "- Path: %s\n- Applied revision: %s\n", mdsafe.Code(r.Path), mdsafe.Code(orNone(r.AppliedRevision)))
 	if r.AttemptedRevision != "" && r.AttemptedRevision != r.AppliedRevision {
-		fmt.Fprintf(&b, "- Last attempted revision: `%s`\n", r.AttemptedRevision)
+		fmt.Fprintf(&b, "- Last attempted revision: %s\n", mdsafe.Code(r.AttemptedRevision))
 	}
-	fmt.Fprintf(&b, "- Ready: %s\n", r.Ready)
+	fmt.Fprintf(&b, "- Ready: %s\n", mdsafe.Text(r.Ready))
 	if r.Ready != "True" && r.Message != "" {
-		fmt.Fprintf(&b, "\n## Last errors\n\n```\n%s\n```\n", r.Message)
+		fmt.Fprintf(&b, "\n## Last errors\n\n%s", mdsafe.Fence("", r.Message))
 	}
 	fmt.Fprintf(&b, "\n**%d %s, %s per hour (%s per month)**; %d pending %s.\n", r.Nodes, plural(r.Nodes, "node"),
 		money(r.PerHour), money(r.PerHour*catalog.HoursPerMonth), r.PendingPods, plural(r.PendingPods, "pod"))
 	r.awsMarkdown(&b)
 	for _, p := range r.Pools {
-		fmt.Fprintf(&b, "\n## NodePool %s\n\n", p.Name)
+		fmt.Fprintf(&b, "\n## NodePool %s\n\n", mdsafe.Text(p.Name))
 		if p.Nodes == 0 {
 			b.WriteString("No nodes.\n")
 		} else {
 			b.WriteString("| Instance type | Capacity type | Zone | Nodes | $/hour |\n|---|---|---|---|---|\n")
 			for _, g := range p.Groups {
-				fmt.Fprintf(&b, "| %s | %s | %s | %d | %s |\n", g.InstanceType, g.CapacityType, g.Zone, g.Count, money(g.PerHour))
+				fmt.Fprintf(&b, "| %s | %s | %s | %d | %s |\n", mdsafe.Text(g.InstanceType), mdsafe.Text(g.CapacityType), mdsafe.Text(g.Zone), g.Count, money(g.PerHour))
 			}
 			fmt.Fprintf(&b, "\n- %d pods; cpu %s requested of %s allocatable, memory %s of %s\n", p.Pods,
 				p.Requested.CPU, p.Allocatable.CPU, p.Requested.Memory, p.Allocatable.Memory)
@@ -67,7 +70,7 @@ func (r *Report) Markdown() string {
 		}
 		fmt.Fprintf(&b, "- Limit headroom: %s\n", headroom(&p))
 		if p.Rollout != "" {
-			fmt.Fprintf(&b, "- Rollout: %s\n", p.Rollout)
+			fmt.Fprintf(&b, "- Rollout: %s\n", mdsafe.Text(p.Rollout))
 		}
 		if p.Drifted > 0 {
 			fmt.Fprintf(&b, "- Drifted: %d %s to be replaced\n", p.Drifted, plural(p.Drifted, "node"))
@@ -75,7 +78,7 @@ func (r *Report) Markdown() string {
 		if len(p.Blocked) > 0 {
 			reasons := make([]string, 0, len(p.Blocked))
 			for reason, n := range p.Blocked {
-				reasons = append(reasons, fmt.Sprintf("%s (%d)", reason, n))
+				reasons = append(reasons, fmt.Sprintf("%s (%d)", mdsafe.Text(reason), n))
 			}
 			sort.Strings(reasons)
 			fmt.Fprintf(&b, "- Not consolidatable: %s\n", strings.Join(reasons, ", "))
@@ -90,13 +93,13 @@ func (r *Report) awsMarkdown(b *strings.Builder) {
 	if r.AWS == nil {
 		return
 	}
-	fmt.Fprintf(b, "\n## AWS resources (spec.aws mode %s, revision `%s`)\n\n- AWSReady: %s", r.AWS.Mode, r.AWS.Revision, r.AWS.Ready)
+	fmt.Fprintf(b, "\n## AWS resources (spec.aws mode %s, revision %s)\n\n- AWSReady: %s", mdsafe.Text(string(r.AWS.Mode)), mdsafe.Code(r.AWS.Revision), mdsafe.Text(r.AWS.Ready))
 	if r.AWS.Message != "" {
-		fmt.Fprintf(b, " (%s)", r.AWS.Message)
+		fmt.Fprintf(b, " (%s)", mdsafe.Text(r.AWS.Message))
 	}
 	b.WriteString("\n")
 	if len(r.AWS.Changes) > 0 {
-		fmt.Fprintf(b, "\n```\n%s\n```\n%s.\n", strings.Join(r.AWS.Changes, "\n"), r.AWS.Summary)
+		fmt.Fprintf(b, "\n%s%s.\n", mdsafe.Fence("", strings.Join(r.AWS.Changes, "\n")), mdsafe.Text(r.AWS.Summary))
 	}
 }
 

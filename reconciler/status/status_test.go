@@ -1,6 +1,7 @@
 package status
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"strings"
@@ -134,7 +135,7 @@ func TestSnapshotIsAWorkload(t *testing.T) {
 			t.Errorf("snapshot holds %q:\n%s", secret, data)
 		}
 	}
-	objs, err := build.LoadFile("workload.yaml", data)
+	objs, err := build.LoadFile(context.Background(), "workload.yaml", data)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, data)
 	}

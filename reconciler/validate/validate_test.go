@@ -36,7 +36,7 @@ func objects(t *testing.T, files map[string]string) []*build.Object {
 	for k, v := range files {
 		m[k] = []byte(v)
 	}
-	objs, err := build.Build(m, "")
+	objs, err := build.Build(context.Background(), m, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package vet_test
 
 import (
+	"context"
 	"os"
 	"runtime/debug"
 	"testing"
@@ -22,7 +23,7 @@ func BenchmarkRun10k(b *testing.B) {
 	o.AllowExternalRefs = true
 	o.Limits = schema.Limits{MaxBytes: 64 << 20}
 	for i := 0; i < b.N; i++ {
-		r, err := vet.Run([]string{file}, o)
+		r, err := vet.Run(context.Background(), []string{file}, o)
 		if err != nil || r.Checked != 10_000 || len(r.Findings) != 0 {
 			b.Fatalf("%v %d %v", err, r.Checked, r.Findings)
 		}

@@ -21,7 +21,7 @@ import (
 // line of the field where it is in the source; a field set by a patch or transformer is
 // reported at the closest field that is.
 func (r *runner) kustomize(dir, top string) error {
-	objs, err := build.LoadDir(dir, top)
+	objs, err := build.LoadDir(r.ctx, dir, top)
 	var errs build.Errors
 	if errors.As(err, &errs) {
 		for _, e := range errs {

@@ -6,6 +6,7 @@ package vet
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -100,7 +101,7 @@ func (d *doc) at(path []string) schema.Finding {
 
 // Run vets paths: files, directories (their *.yaml and *.yml files, recursively, and every
 // kustomization in them built), and "-" for stdin.
-func Run(paths []string, opts Options) (*Report, error) {
+func Run(ctx context.Context, paths []string, opts Options) (*Report, error) {
 	if len(paths) == 0 {
 		return nil, &InputError{errors.New("no input: give files, directories, or - for stdin")}
 	}
@@ -111,7 +112,7 @@ func Run(paths []string, opts Options) (*Report, error) {
 			return nil, err
 		}
 	}
-	r := &runner{opts: opts, lim: opts.limits(), pool: pool, report: &Report{}, plain: &unit{}}
+	r := &runner{ctx: ctx, opts: opts, lim: opts.limits(), pool: pool, report: &Report{}, plain: &unit{}}
 	for _, p := range paths {
 		if err := r.input(p); err != nil {
 			return nil, err
@@ -132,13 +133,14 @@ func CheckBytes(filename string, data []byte, opts Options) (*Report, error) {
 			return nil, err
 		}
 	}
-	r := &runner{opts: opts, lim: opts.limits(), pool: pool, report: &Report{}, plain: &unit{}}
+	r := &runner{ctx: context.Background(), opts: opts, lim: opts.limits(), pool: pool, report: &Report{}, plain: &unit{}}
 	r.stream(filename, data, r.plain, nil)
 	r.finish()
 	return r.report, nil
 }
 
 type runner struct {
+	ctx    context.Context
 	opts   Options
 	lim    schema.Limits
 	pool   *schema.Pool

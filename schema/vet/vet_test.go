@@ -3,6 +3,7 @@ package vet_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -32,7 +33,7 @@ func opts() vet.Options {
 
 func run(t *testing.T, o vet.Options, paths ...string) *vet.Report {
 	t.Helper()
-	r, err := vet.Run(paths, o)
+	r, err := vet.Run(context.Background(), paths, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,15 +235,19 @@ func TestNegativeLimits(t *testing.T) {
 }
 
 func TestLints(t *testing.T) {
-	// Seed 002 calls /etc/eks/bootstrap.sh on AL2023: a warning, an error with --strict.
+	// Seed 002 calls /etc/eks/bootstrap.sh on AL2023, and names its instance profile by a
+	// Terraform placeholder: warnings, errors with --strict.
 	r := run(t, opts(), "../../examples/seeds/002-hpa-terraform")
 	got := findings(r, "al2023-bootstrap")
 	if len(got) != 1 || got[0].Severity != schema.Warning || got[0].Path != "spec.userData" || r.Errors() != 0 {
 		t.Fatalf("seed 002: %v", r.Findings)
 	}
+	if got := findings(r, "instance-profile"); len(got) != 1 || got[0].Severity != schema.Warning || got[0].Path != "spec.instanceProfile" || got[0].Line != 21 {
+		t.Fatalf("seed 002's instance profile: %v", r.Findings)
+	}
 	o := opts()
 	o.Strict = true
-	if r := run(t, o, "../../examples/seeds/002-hpa-terraform"); r.Errors() != 1 {
+	if r := run(t, o, "../../examples/seeds/002-hpa-terraform"); r.Errors() != 2 {
 		t.Errorf("--strict: %v", r.Findings)
 	}
 
@@ -315,7 +320,7 @@ func TestKustomizeRefusesRemoteAndOutside(t *testing.T) {
 	dir := t.TempDir()
 	write(t, dir, "remote/kustomization.yaml", "resources:\n  - github.com/example/pools//base?ref=v1\n  - https://example.com/pool.yaml\n")
 	r := run(t, opts(), filepath.Join(dir, "remote"))
-	if got := findings(r, "kustomize"); len(got) != 2 || got[0].Line != 2 || !strings.Contains(got[0].Message, "remote resource") {
+	if got := findings(r, "kustomize"); len(got) != 2 || got[0].Line != 2 || !strings.Contains(got[0].Message, "remote location") {
 		t.Fatalf("remote: %v", r.Findings)
 	}
 	write(t, dir, "outside/pool.yaml", nodePool("a", "default", ""))
@@ -459,12 +464,12 @@ spec: *i
 `
 
 func TestInputErrors(t *testing.T) {
-	if _, err := vet.Run([]string{"testdata/no-such-file.yaml"}, opts()); err == nil {
+	if _, err := vet.Run(context.Background(), []string{"testdata/no-such-file.yaml"}, opts()); err == nil {
 		t.Error("missing file accepted")
 	} else if _, ok := err.(*vet.InputError); !ok {
 		t.Errorf("missing file: %T %v, want an InputError", err, err)
 	}
-	if _, err := vet.Run(nil, opts()); err == nil {
+	if _, err := vet.Run(context.Background(), nil, opts()); err == nil {
 		t.Error("no paths accepted")
 	}
 }

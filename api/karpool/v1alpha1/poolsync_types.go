@@ -165,12 +165,22 @@ type AWSSpec struct {
 	// controller's service account through IRSA, with the issuer EKS DescribeCluster reports.
 	// +optional
 	PodIdentity bool `json:"podIdentity,omitempty"`
-	// NodeRole is the default node role's name; default KarpenterNodeRole-<clusterName>.
-	// +kubebuilder:validation:MaxLength=64
+	// NodeRole is the default node role; default KarpenterNodeRole-<clusterName>. Like an
+	// EC2NodeClass's spec.role, it is a role name, optionally after its IAM path
+	// (team/NodeRole), or the role's ARN (IAM's ARNs have at most 2048 characters).
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^((arn:(aws|aws-cn|aws-us-gov):iam::([0-9]{12}):role/)|/)?(([A-Za-z0-9+=,.@_-]+/)*)([A-Za-z0-9+=,.@_-]{1,64})$`
 	// +optional
 	NodeRole string `json:"nodeRole,omitempty"`
+	// AllowedAccounts are the accounts, besides the cluster's, whose roles the node role and the
+	// EC2NodeClasses' spec.role may name by ARN. An ARN of any other account is refused.
+	// +kubebuilder:validation:MaxItems=20
+	// +kubebuilder:validation:items:Pattern=`^[0-9]{12}$`
+	// +listType=set
+	// +optional
+	AllowedAccounts []string `json:"allowedAccounts,omitempty"`
 	// InterruptionQueue is the SQS queue's name; default the cluster name.
-	// +kubebuilder:validation:MaxLength=80
+	// +kubebuilder:validation:Pattern=`^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$`
 	// +optional
 	InterruptionQueue string `json:"interruptionQueue,omitempty"`
 	// NodeAccess is how nodes join the cluster: an EKS access entry (the default) or an entry

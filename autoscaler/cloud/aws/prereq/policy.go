@@ -35,10 +35,28 @@ var (
 // templates and into resources tagged for this cluster and a NodePool, tag and terminate only
 // such instances, pass only the node roles to EC2, manage only instance profiles tagged for this
 // cluster, region and an EC2NodeClass, describe only this cluster and read only its
-// interruption queue. nodeRoles are the roles nodes launch with. The settings' defaults apply;
-// the controller's identity plays no part.
+// interruption queue. nodeRoles are the roles nodes launch with, read as spec.role is. The
+// settings' defaults apply; the controller's identity plays no part.
+//
+// Render refuses settings and roles that are not AWS names, saying why. ControllerPolicy has no
+// error to return, so it fails closed: from such settings it renders a policy that allows
+// nothing, and such roles it leaves out.
 func ControllerPolicy(s Settings, nodeRoles []string) iampolicy.Document {
 	s = s.withDefaults()
+	if s.validateScope() != nil {
+		return iampolicy.Document{Version: iampolicy.Version, Statement: []iampolicy.Statement{}}
+	}
+	var passed []string
+	for _, name := range nodeRoles {
+		if ref, err := s.role("node role", name); err == nil {
+			passed = append(passed, ref.arn())
+		}
+	}
+	return controllerPolicy(s, passed)
+}
+
+// controllerPolicy is ControllerPolicy of valid settings, passing the roles of the ARNs given.
+func controllerPolicy(s Settings, passed []string) iampolicy.Document {
 	owned := ClusterOwnedTag(s.ClusterName)
 	ec2 := func(kinds ...string) iampolicy.Strings {
 		var out iampolicy.Strings
@@ -53,10 +71,7 @@ func ControllerPolicy(s Settings, nodeRoles []string) iampolicy.Document {
 	}
 	created := []string{"fleet", "instance", "volume", "network-interface", "launch-template", "spot-instances-request"}
 	profiles := iampolicy.Strings{s.arn("iam", "", s.AccountID, "instance-profile/*")}
-	var passed iampolicy.Strings
-	for _, r := range nodeRoles {
-		passed = append(passed, s.RoleARN(r))
-	}
+	passed = slices.Clone(passed)
 	slices.Sort(passed)
 	passed = slices.Compact(passed)
 	ownedResource := map[string]iampolicy.Strings{"aws:ResourceTag/" + owned: {"owned"}}
@@ -65,7 +80,7 @@ func ControllerPolicy(s Settings, nodeRoles []string) iampolicy.Document {
 	profileResource := map[string]iampolicy.Strings{"aws:ResourceTag/" + owned: {"owned"}, "aws:ResourceTag/" + TagRegion: {s.Region}}
 	profileRequest := map[string]iampolicy.Strings{"aws:RequestTag/" + owned: {"owned"}, "aws:RequestTag/" + TagCluster: {s.ClusterName}, "aws:RequestTag/" + TagRegion: {s.Region}}
 
-	return iampolicy.Document{Version: iampolicy.Version, Statement: []iampolicy.Statement{
+	doc := iampolicy.Document{Version: iampolicy.Version, Statement: []iampolicy.Statement{
 		{Sid: "LaunchIntoAnySubnetWithAnyImage", Effect: iampolicy.Allow,
 			Action:   iampolicy.Strings{"ec2:RunInstances", "ec2:CreateFleet"},
 			Resource: ec2("image", "snapshot", "security-group", "subnet", "capacity-reservation", "placement-group")},
@@ -129,6 +144,10 @@ func ControllerPolicy(s Settings, nodeRoles []string) iampolicy.Document {
 		{Sid: "ReadPricesAndListInstanceProfiles", Effect: iampolicy.Allow,
 			Action: globalReads, Resource: iampolicy.Strings{"*"}},
 	}}
+	// No roles to pass: IAM refuses a statement without resources, and reading one as a
+	// statement on every resource would pass any role.
+	doc.Statement = slices.DeleteFunc(doc.Statement, func(st iampolicy.Statement) bool { return len(st.Resource) == 0 })
+	return doc
 }
 
 // merge returns the union of condition key sets.

@@ -34,7 +34,10 @@ type Resources struct {
 
 // Role is an IAM role with managed policies attached.
 type Role struct {
-	Name              string
+	Name string
+	// Path is the role's IAM path, / unless spec.role names one: the role's ARN, which the
+	// controller policy names, includes it.
+	Path              string
 	Trust             iampolicy.Document
 	ManagedPolicyARNs []string
 	Tags              map[string]string
@@ -103,7 +106,8 @@ var interruptionRules = []struct{ kind, source, detailType string }{
 	{"instance-state-change", "aws.ec2", "EC2 Instance State-change Notification"},
 }
 
-// Render computes the desired resources from the settings and the revision's EC2NodeClasses.
+// Render computes the desired resources from the settings and the revision's EC2NodeClasses. It
+// refuses names that are not AWS names and roles of other accounts that the settings do not allow.
 func Render(in Settings, classes []awsv1.EC2NodeClass) (*Resources, error) {
 	s := in.withDefaults()
 	if err := s.validate(); err != nil {
@@ -112,39 +116,29 @@ func Render(in Settings, classes []awsv1.EC2NodeClass) (*Resources, error) {
 	owner := map[string]string{OwnerTag: s.ClusterName}
 	r := &Resources{Settings: s, ServiceLinkedRoles: []string{"spot.amazonaws.com"}}
 
-	roles := []string{s.NodeRole}
 	classes = slices.Clone(classes)
 	slices.SortFunc(classes, func(a, b awsv1.EC2NodeClass) int { return strings.Compare(a.Name, b.Name) })
-	for _, nc := range classes {
-		if nc.Spec.Role == "" {
-			if nc.Spec.InstanceProfile != nil && len(s.InstanceProfileRoles) == 0 {
-				r.Warnings = append(r.Warnings, fmt.Sprintf("EC2NodeClass %s uses instance profile %q, whose role karpool cannot see: name that role in the settings (instance profile roles) so that the controller may pass it", nc.Name, *nc.Spec.InstanceProfile))
-			}
-			continue
-		}
-		roles = append(roles, nc.Spec.Role)
-		r.InstanceProfiles = append(r.InstanceProfiles, InstanceProfile{
-			Name: InstanceProfileName(s.ClusterName, s.Region, nc.Name), Role: roleName(nc.Spec.Role), NodeClass: nc.Name,
-			Tags: merged(owner, InstanceProfileTags(s.ClusterName, s.Region, nc.Name, nc.Spec.Tags)),
-		})
+	roles, err := r.classRoles(s, classes, owner)
+	if err != nil {
+		return nil, err
 	}
-	slices.Sort(roles)
-	roles = slices.Compact(roles)
-	for _, name := range roles {
-		r.NodeRoles = append(r.NodeRoles, Role{Name: roleName(name), Trust: serviceTrust("ec2." + s.urlSuffix()), ManagedPolicyARNs: managed(s, nodePolicies), Tags: owner})
-		arn := s.RoleARN(name)
-		if s.NodeAccess == AWSAuth {
-			r.NodeAccess = append(r.NodeAccess, NodeAccess{Mode: AWSAuth, RoleARN: arn, Username: "system:node:{{EC2PrivateDNSName}}", Groups: []string{"system:bootstrappers", "system:nodes"}})
-		} else {
-			r.NodeAccess = append(r.NodeAccess, NodeAccess{Mode: AccessEntry, RoleARN: arn, EntryType: "EC2_LINUX"})
-		}
+	profileRoles, err := s.roles("AWS settings: instance profile role (--instance-profile-role)", s.InstanceProfileRoles)
+	if err != nil {
+		return nil, err
 	}
-
-	r.ControllerPolicy = Policy{Name: "KarpenterControllerPolicy-" + s.ClusterName, Document: ControllerPolicy(s, append(roles, s.InstanceProfileRoles...)), Tags: owner}
-	r.ControllerRole = Role{Name: controllerRoleName(s.ClusterName), Trust: controllerTrust(s),
+	if err := r.nodeRoles(s, roles, owner); err != nil {
+		return nil, err
+	}
+	var passed []string
+	for _, ref := range append(roles, profileRoles...) {
+		passed = append(passed, ref.arn())
+	}
+	r.ControllerPolicy = Policy{Name: "KarpenterControllerPolicy-" + s.ClusterName, Document: controllerPolicy(s, passed), Tags: owner}
+	r.ControllerRole = Role{Name: controllerRoleName(s.ClusterName), Path: "/", Trust: controllerTrust(s),
 		ManagedPolicyARNs: []string{s.arn("iam", "", s.AccountID, "policy/"+r.ControllerPolicy.Name)}, Tags: owner}
 	if s.PodIdentity {
-		r.PodIdentity = &PodIdentityAssociation{Namespace: s.Namespace, ServiceAccount: s.ServiceAccount, RoleARN: s.RoleARN(r.ControllerRole.Name)}
+		ref := roleRef{partition: s.Partition, account: s.AccountID, path: "/", name: r.ControllerRole.Name}
+		r.PodIdentity = &PodIdentityAssociation{Namespace: s.Namespace, ServiceAccount: s.ServiceAccount, RoleARN: ref.arn()}
 	}
 
 	r.Queue = Queue{Name: s.InterruptionQueue, RetentionSeconds: 300, ManagedSSE: true, Policy: queuePolicy(s), Tags: owner}
@@ -153,8 +147,76 @@ func Render(in Settings, classes []awsv1.EC2NodeClass) (*Resources, error) {
 			Pattern:  fmt.Sprintf(`{"source":[%q],"detail-type":[%q]}`, ir.source, ir.detailType),
 			TargetID: "karpool-interruption-queue", TargetQueue: s.QueueARN(), Tags: owner})
 	}
-	r.DiscoveryTags = discoveryTags(s, classes)
-	return r, nil
+	r.DiscoveryTags, err = discoveryTags(s, classes)
+	return r, err
+}
+
+// classRoles reads the default node role and the classes' spec.role, gives every class with a
+// role of this account its instance profile, and warns of what karpool cannot manage.
+func (r *Resources) classRoles(s Settings, classes []awsv1.EC2NodeClass, owner map[string]string) ([]roleRef, error) {
+	def, err := s.role("AWS settings: node role (--node-role, PoolSync spec.aws.nodeRole; default KarpenterNodeRole-<cluster>)", s.NodeRole)
+	if err != nil {
+		return nil, err
+	}
+	roles := []roleRef{def}
+	for _, nc := range classes {
+		if nc.Spec.Role == "" {
+			r.Warnings = append(r.Warnings, profileWarnings(s, nc)...)
+			continue
+		}
+		ref, err := s.role("EC2NodeClass "+nc.Name+" spec.role", nc.Spec.Role)
+		if err != nil {
+			return nil, err
+		}
+		roles = append(roles, ref)
+		if ref.account != s.AccountID {
+			r.Warnings = append(r.Warnings, fmt.Sprintf("EC2NodeClass %s spec.role %s is a role of account %s (allowed): karpool creates neither it nor an instance profile for it, and Karpenter adds a class's role to its instance profile by name, in account %s", nc.Name, ref.arn(), ref.account, s.AccountID))
+			continue
+		}
+		r.InstanceProfiles = append(r.InstanceProfiles, InstanceProfile{
+			Name: InstanceProfileName(s.ClusterName, s.Region, nc.Name), Role: ref.name, NodeClass: nc.Name,
+			Tags: merged(owner, InstanceProfileTags(s.ClusterName, s.Region, nc.Name, nc.Spec.Tags)),
+		})
+	}
+	return roles, nil
+}
+
+// profileWarnings are the warnings about a class with spec.instanceProfile.
+func profileWarnings(s Settings, nc awsv1.EC2NodeClass) []string {
+	if nc.Spec.InstanceProfile == nil {
+		return nil
+	}
+	if w, bad := instanceProfileWarning(nc.Name, *nc.Spec.InstanceProfile); bad {
+		return []string{w}
+	}
+	if len(s.InstanceProfileRoles) == 0 {
+		return []string{fmt.Sprintf("EC2NodeClass %s uses instance profile %q, whose role karpool cannot see: name that role in the settings (instance profile roles) so that the controller may pass it", nc.Name, *nc.Spec.InstanceProfile)}
+	}
+	return nil
+}
+
+// nodeRoles makes the roles of this account (the others are not karpool's to make) and gives
+// every node role access to the cluster.
+func (r *Resources) nodeRoles(s Settings, roles []roleRef, owner map[string]string) error {
+	roles = slices.Clone(roles)
+	slices.SortFunc(roles, func(a, b roleRef) int { return strings.Compare(a.arn(), b.arn()) })
+	roles = slices.CompactFunc(roles, func(a, b roleRef) bool { return a.arn() == b.arn() })
+	byName := map[string]roleRef{}
+	for _, ref := range roles {
+		if ref.account == s.AccountID {
+			if other, ok := byName[ref.name]; ok {
+				return fmt.Errorf("%s names role %s at path %s, and %s at path %s, but a role has one path: write the same path in both", other.where, ref.name, other.path, ref.where, ref.path)
+			}
+			byName[ref.name] = ref
+			r.NodeRoles = append(r.NodeRoles, Role{Name: ref.name, Path: ref.path, Trust: serviceTrust("ec2." + s.urlSuffix()), ManagedPolicyARNs: managed(s, nodePolicies), Tags: owner})
+		}
+		if s.NodeAccess == AWSAuth {
+			r.NodeAccess = append(r.NodeAccess, NodeAccess{Mode: AWSAuth, RoleARN: ref.arn(), Username: "system:node:{{EC2PrivateDNSName}}", Groups: []string{"system:bootstrappers", "system:nodes"}})
+		} else {
+			r.NodeAccess = append(r.NodeAccess, NodeAccess{Mode: AccessEntry, RoleARN: ref.arn(), EntryType: "EC2_LINUX"})
+		}
+	}
+	return nil
 }
 
 // InstanceProfileTags are a managed profile's tags: the class's own, then those the controller
@@ -170,9 +232,6 @@ func controllerRoleName(cluster string) string {
 	}
 	return cluster + "-karpenter"
 }
-
-// roleName strips an IAM path ("path/to/Role" → "Role").
-func roleName(role string) string { return role[strings.LastIndex(role, "/")+1:] }
 
 func managed(s Settings, names []string) []string {
 	var out []string
@@ -235,27 +294,32 @@ func queuePolicy(s Settings) iampolicy.Document {
 
 // discoveryTags tags the subnets and security groups the settings name or a class selects by
 // ID. Those a class selects by tag carry their tags already, or the class selects nothing.
-func discoveryTags(s Settings, classes []awsv1.EC2NodeClass) []ResourceTag {
+func discoveryTags(s Settings, classes []awsv1.EC2NodeClass) ([]ResourceTag, error) {
 	ids := slices.Clone(s.Subnets)
 	ids = append(ids, s.SecurityGroups...)
 	for _, nc := range classes {
+		var subnets, groups []string
 		for _, t := range nc.Spec.SubnetSelectorTerms {
 			if t.ID != "" {
-				ids = append(ids, t.ID)
+				subnets = append(subnets, t.ID)
 			}
 		}
 		for _, t := range nc.Spec.SecurityGroupSelectorTerms {
 			if t.ID != "" {
-				ids = append(ids, t.ID)
+				groups = append(groups, t.ID)
 			}
 		}
+		if err := checkIDs("EC2NodeClass "+nc.Name+" spec.subnetSelectorTerms id", "EC2NodeClass "+nc.Name+" spec.securityGroupSelectorTerms id", subnets, groups); err != nil {
+			return nil, err
+		}
+		ids = append(append(ids, subnets...), groups...)
 	}
 	slices.Sort(ids)
 	var out []ResourceTag
 	for _, id := range slices.Compact(ids) {
 		out = append(out, ResourceTag{ResourceID: id, Key: DiscoveryTag, Value: s.ClusterName})
 	}
-	return out
+	return out, nil
 }
 
 func sortedKeys(m map[string]string) []string {

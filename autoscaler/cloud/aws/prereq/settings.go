@@ -13,7 +13,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
-	"strings"
 )
 
 // Settings are the facts about the cluster and its account that the resources depend on.
@@ -32,11 +31,16 @@ type Settings struct {
 	// Namespace and ServiceAccount run the controller; default karpool-system and karpool.
 	Namespace, ServiceAccount string
 
-	// NodeRole is the default node role's name; default KarpenterNodeRole-<cluster>.
+	// NodeRole is the default node role; default KarpenterNodeRole-<cluster>. It, the
+	// InstanceProfileRoles and every EC2NodeClass's spec.role are read as Karpenter reads
+	// spec.role (RolePattern): a name, a path and name, or an ARN.
 	NodeRole string
 	// InstanceProfileRoles are the roles of instance profiles karpool does not manage
 	// (EC2NodeClasses with spec.instanceProfile): the controller must be allowed to pass them.
 	InstanceProfileRoles []string
+	// AllowedAccounts are the accounts besides AccountID whose role ARNs the roles may name.
+	// Without them, an ARN of another account is refused.
+	AllowedAccounts []string
 	// InterruptionQueue is the SQS queue's name; default the cluster name.
 	InterruptionQueue string
 	// NodeAccess is how nodes join: "access-entry" (default, EKS access entry EC2_LINUX) or
@@ -92,20 +96,41 @@ func (s Settings) withDefaults() Settings {
 
 // validate checks settings with their defaults, naming the setting at fault.
 func (s Settings) validate() error {
-	checks := []struct {
-		ok   bool
-		what string
-	}{
+	if err := s.validateScope(); err != nil {
+		return err
+	}
+	if err := firstFailed([]check{
+		{(s.OIDCIssuer != "") != s.PodIdentity, "controller identity: set the OIDC issuer (IRSA) or Pod Identity, exactly one"},
+		{s.OIDCIssuer == "" || issuerURL.MatchString(s.OIDCIssuer), fmt.Sprintf("OIDC issuer %q: the cluster's issuer URL, https://oidc.eks.<region>.amazonaws.com/id/<id>", s.OIDCIssuer)},
+		{k8sName.MatchString(s.Namespace) && k8sName.MatchString(s.ServiceAccount), fmt.Sprintf("namespace %q and service account %q: Kubernetes names", s.Namespace, s.ServiceAccount)},
+		{s.NodeAccess == AccessEntry || s.NodeAccess == AWSAuth, fmt.Sprintf("node access %q: %s or %s", s.NodeAccess, AccessEntry, AWSAuth)},
+	}); err != nil {
+		return err
+	}
+	return checkIDs("AWS settings: subnet (--subnet)", "AWS settings: security group (--security-group)", s.Subnets, s.SecurityGroups)
+}
+
+// validateScope checks the settings the controller policy is scoped by: whatever the
+// controller's identity, a policy is rendered only from these.
+func (s Settings) validateScope() error {
+	if err := firstFailed([]check{
 		{clusterName.MatchString(s.ClusterName), fmt.Sprintf("cluster name %q: 1 to 100 letters, digits, - and _, starting with a letter or digit", s.ClusterName)},
 		{region.MatchString(s.Region), fmt.Sprintf("region %q: an AWS region such as us-east-1", s.Region)},
 		{account.MatchString(s.AccountID), fmt.Sprintf("account ID %q: 12 digits", s.AccountID)},
 		{s.Partition == "aws" || s.Partition == "aws-cn" || s.Partition == "aws-us-gov", fmt.Sprintf("partition %q: aws, aws-cn or aws-us-gov", s.Partition)},
-		{(s.OIDCIssuer != "") != s.PodIdentity, "controller identity: set the OIDC issuer (IRSA) or Pod Identity, exactly one"},
-		{s.OIDCIssuer == "" || strings.HasPrefix(s.OIDCIssuer, "https://"), fmt.Sprintf("OIDC issuer %q: the cluster's issuer URL, https://oidc.eks.<region>.amazonaws.com/id/<id>", s.OIDCIssuer)},
-		{k8sName.MatchString(s.Namespace) && k8sName.MatchString(s.ServiceAccount), fmt.Sprintf("namespace %q and service account %q: Kubernetes names", s.Namespace, s.ServiceAccount)},
-		{s.NodeAccess == AccessEntry || s.NodeAccess == AWSAuth, fmt.Sprintf("node access %q: %s or %s", s.NodeAccess, AccessEntry, AWSAuth)},
-		{len(s.InterruptionQueue) <= 80, fmt.Sprintf("interruption queue %q: at most 80 characters", s.InterruptionQueue)},
+	}); err != nil {
+		return err
 	}
+	return s.checkNames()
+}
+
+// check is one condition on the settings, and what the setting should be when it fails.
+type check struct {
+	ok   bool
+	what string
+}
+
+func firstFailed(checks []check) error {
 	for _, c := range checks {
 		if !c.ok {
 			return fmt.Errorf("AWS settings: %s", c.what)
@@ -117,14 +142,6 @@ func (s Settings) validate() error {
 // arn builds an ARN of this partition.
 func (s Settings) arn(service, region, account, resource string) string {
 	return fmt.Sprintf("arn:%s:%s:%s:%s:%s", s.Partition, service, region, account, resource)
-}
-
-// RoleARN is the ARN of a role of the account (name may carry an IAM path).
-func (s Settings) RoleARN(name string) string {
-	if strings.HasPrefix(name, "arn:") {
-		return name
-	}
-	return s.arn("iam", "", s.AccountID, "role/"+strings.TrimPrefix(name, "/"))
 }
 
 // QueueARN is the interruption queue's ARN.

@@ -7,8 +7,16 @@ import (
 	"unicode"
 )
 
+// tfRef is a reference karpool writes into the Terraform configuration: the one kind of string
+// Terraform may interpolate.
+type tfRef string
+
+// tfLiteral escapes what Terraform reads in a string as an interpolation (${) or a directive (%{).
+var tfLiteral = strings.NewReplacer("${", "$${", "%{", "%%{")
+
 // TerraformJSON renders the resources in Terraform's JSON syntax (a *.tf.json file) for the AWS
-// provider, with the settings' values written out.
+// provider, with the settings' values written out. Every string but karpool's references is
+// literal: Terraform reads strings in a *.tf.json file, and the keys of its maps, as templates.
 func TerraformJSON(r *Resources) ([]byte, error) {
 	res := map[string]map[string]any{}
 	add := func(typ, name string, body map[string]any) {
@@ -18,15 +26,15 @@ func TerraformJSON(r *Resources) ([]byte, error) {
 		for n := 2; res[typ][name] != nil; n++ {
 			name = strings.TrimRight(name, "0123456789") + fmt.Sprint(n)
 		}
-		res[typ][name] = body
+		res[typ][name] = tfLiterals(body)
 	}
 	role := func(name string, role Role) {
-		add("aws_iam_role", name, map[string]any{"name": role.Name, "assume_role_policy": role.Trust.JSON(), "tags": role.Tags})
+		add("aws_iam_role", name, map[string]any{"name": role.Name, "path": role.Path, "assume_role_policy": role.Trust.JSON(), "tags": role.Tags})
 		for _, arn := range role.ManagedPolicyARNs {
-			attach := map[string]any{"role": fmt.Sprintf("${aws_iam_role.%s.name}", name), "policy_arn": arn}
+			attach := map[string]any{"role": tfRef(fmt.Sprintf("${aws_iam_role.%s.name}", name)), "policy_arn": arn}
 			if strings.HasSuffix(arn, ":policy/"+r.ControllerPolicy.Name) {
 				// A reference, so that Terraform creates the policy first.
-				attach["policy_arn"] = "${aws_iam_policy.controller.arn}"
+				attach["policy_arn"] = tfRef("${aws_iam_policy.controller.arn}")
 			}
 			add("aws_iam_role_policy_attachment", name+"_"+tfName(arn[strings.LastIndex(arn, "/")+1:]), attach)
 		}
@@ -41,12 +49,12 @@ func TerraformJSON(r *Resources) ([]byte, error) {
 	role("controller", r.ControllerRole)
 	add("aws_sqs_queue", "interruption", map[string]any{"name": r.Queue.Name, "message_retention_seconds": r.Queue.RetentionSeconds,
 		"sqs_managed_sse_enabled": r.Queue.ManagedSSE, "tags": r.Queue.Tags})
-	add("aws_sqs_queue_policy", "interruption", map[string]any{"queue_url": "${aws_sqs_queue.interruption.id}", "policy": r.Queue.Policy.JSON()})
+	add("aws_sqs_queue_policy", "interruption", map[string]any{"queue_url": tfRef("${aws_sqs_queue.interruption.id}"), "policy": r.Queue.Policy.JSON()})
 	for _, rule := range r.Rules {
 		name := tfName(rule.Kind)
 		add("aws_cloudwatch_event_rule", name, map[string]any{"name": rule.Name, "event_pattern": rule.Pattern, "tags": rule.Tags})
-		add("aws_cloudwatch_event_target", name, map[string]any{"rule": fmt.Sprintf("${aws_cloudwatch_event_rule.%s.name}", name),
-			"target_id": rule.TargetID, "arn": "${aws_sqs_queue.interruption.arn}"})
+		add("aws_cloudwatch_event_target", name, map[string]any{"rule": tfRef(fmt.Sprintf("${aws_cloudwatch_event_rule.%s.name}", name)),
+			"target_id": rule.TargetID, "arn": tfRef("${aws_sqs_queue.interruption.arn}")})
 	}
 	for i, a := range r.NodeAccess {
 		if a.Mode == AccessEntry {
@@ -55,7 +63,7 @@ func TerraformJSON(r *Resources) ([]byte, error) {
 	}
 	if pi := r.PodIdentity; pi != nil {
 		add("aws_eks_pod_identity_association", "controller", map[string]any{"cluster_name": r.Settings.ClusterName, "namespace": pi.Namespace,
-			"service_account": pi.ServiceAccount, "role_arn": "${aws_iam_role.controller.arn}"})
+			"service_account": pi.ServiceAccount, "role_arn": tfRef("${aws_iam_role.controller.arn}")})
 	}
 	for _, t := range r.DiscoveryTags {
 		add("aws_ec2_tag", "discovery_"+tfName(t.ResourceID), map[string]any{"resource_id": t.ResourceID, "key": t.Key, "value": t.Value})
@@ -64,6 +72,27 @@ func TerraformJSON(r *Resources) ([]byte, error) {
 		add("aws_iam_service_linked_role", tfName(strings.TrimSuffix(svc, ".amazonaws.com")), map[string]any{"aws_service_name": svc})
 	}
 	return json.MarshalIndent(map[string]any{"resource": res}, "", "  ")
+}
+
+// tfLiterals escapes the strings of a resource's body, and the keys of its maps (tags).
+func tfLiterals(v any) any {
+	switch x := v.(type) {
+	case string:
+		return tfLiteral.Replace(x)
+	case map[string]string:
+		out := map[string]string{}
+		for k, e := range x {
+			out[tfLiteral.Replace(k)] = tfLiteral.Replace(e)
+		}
+		return out
+	case map[string]any:
+		out := map[string]any{}
+		for k, e := range x {
+			out[tfLiteral.Replace(k)] = tfLiterals(e)
+		}
+		return out
+	}
+	return v // numbers, booleans and references
 }
 
 // tfName makes a Terraform resource name: lower case letters, digits and underscores.

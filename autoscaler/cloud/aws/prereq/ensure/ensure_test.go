@@ -267,3 +267,22 @@ func TestPlanGolden(t *testing.T) {
 	}
 	goldenText(t, "plan-changes", drift)
 }
+
+// A role named with a path is created at that path, which the controller policy's ARN names; a
+// role of that name at another path is reported, since IAM cannot move a role.
+func TestRolePaths(t *testing.T) {
+	f := newFixture(t)
+	classes := []awsv1.EC2NodeClass{nodeClass("gpu", "team/GPUNodeRole")}
+	f.apply(classes)
+	role, err := f.c.IAM.GetRole(f.ctx, &iam.GetRoleInput{RoleName: aws.String("GPUNodeRole")})
+	if err != nil || aws.ToString(role.Role.Arn) != "arn:aws:iam::111122223333:role/team/GPUNodeRole" {
+		t.Fatalf("GPUNodeRole: %v %+v", err, role)
+	}
+	if changes, mutations := f.apply(classes); len(changes) != 0 || len(mutations) != 0 {
+		t.Errorf("second apply: %v, mutating calls %v", Text(changes), mutations)
+	}
+	changes, _, err := f.run([]awsv1.EC2NodeClass{nodeClass("gpu", "other/GPUNodeRole")}, true)
+	if err != nil || !strings.Contains(Text(changes), "! IAM role GPUNodeRole\n    path /team/, not /other/ as named: IAM cannot move a role; name it with its path (team/GPUNodeRole)") {
+		t.Errorf("a role at another path (%v):\n%s", err, Text(changes))
+	}
+}

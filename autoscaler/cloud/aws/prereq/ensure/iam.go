@@ -40,7 +40,7 @@ func (e *ensurer) role(ctx context.Context, want prereq.Role) error {
 		if !e.change(Create, kindRole, want.Name) {
 			return nil
 		}
-		if _, err := e.c.IAM.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(want.Name),
+		if _, err := e.c.IAM.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(want.Name), Path: aws.String(want.Path),
 			AssumeRolePolicyDocument: aws.String(want.Trust.JSON()), Tags: iamTags(want.Tags)}); err != nil {
 			return failed("creating IAM role "+want.Name, err)
 		}
@@ -53,6 +53,10 @@ func (e *ensurer) role(ctx context.Context, want prereq.Role) error {
 	}
 	if err != nil {
 		return failed("reading IAM role "+want.Name, err)
+	}
+	if path := aws.ToString(out.Role.Path); path != want.Path {
+		// The controller policy lets the controller pass the role at the path named only.
+		e.change(Keep, kindRole, want.Name, fmt.Sprintf("path %s, not %s as named: IAM cannot move a role; name it with its path (%s%s) wherever it is named", path, want.Path, strings.TrimPrefix(path, "/"), want.Name))
 	}
 	diffs := documentDiff("trust policy: ", aws.ToString(out.Role.AssumeRolePolicyDocument), want.Trust)
 	trustChanged := len(diffs) > 0
