@@ -28,11 +28,10 @@ import (
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/autoscaler/scheduling"
 	"github.com/karpool/karpool/reconciler/build"
+	"github.com/karpool/karpool/reconciler/build/confined"
 	"github.com/karpool/karpool/reconciler/validate"
 )
 
-// maxFileSize caps what simulate reads from one file.
-const maxFileSize = 64 << 20
 
 // doc is one built object (reconciler/build: kustomize or plain YAML) with where it came from.
 type doc struct {
@@ -96,18 +95,20 @@ func load(ctx context.Context, path string) ([]doc, error) {
 	return docsOf(objs)
 }
 
+// readFile reads a workload or pools file within the cap a build reads from one file.
 func readFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	max := confined.Defaults.FileBytes
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > maxFileSize {
-		return nil, fmt.Errorf("%s: larger than %d MiB", path, maxFileSize>>20)
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("%s: the file is larger than the %s a build reads from one file", path, confined.Size(max))
 	}
 	return data, nil
 }

@@ -16,7 +16,10 @@ func TestMigratedOutputVetsClean(t *testing.T) {
 			t.Fatalf("%d migration errors: %v", n, r.Diagnostics)
 		}
 		for _, o := range r.Outputs {
-			findings, err := schema.ValidateDocuments(o.Name, o.Data)
+			// Seed 000 is a template its walkthrough fills in with the shell (export
+			// EKSCLUSTER_NAME="eksworkshop"); vet takes a role literally and refuses "${".
+			data := bytes.ReplaceAll(o.Data, []byte("${EKSCLUSTER_NAME}"), []byte("eksworkshop"))
+			findings, err := schema.ValidateDocuments(o.Name, data)
 			if err != nil {
 				t.Errorf("%s: %v", o.Name, err)
 				continue

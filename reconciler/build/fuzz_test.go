@@ -42,6 +42,7 @@ var hostileKustomizations = []string{
 	"resources:\n- /etc/passwd\n",
 	"resources:\n- ../base\ncommonAnnotations:\n  docs: https://127.0.0.1:1/docs\n",
 	"resources:\n- ../base\nnamePrefix: p-\n",
+	"commonAnnotations:\n  docs: &u http://127.0.0.1:1/x.yaml\ngenerators:\n- *u\n",
 }
 
 // FuzzBuildIsConfined builds kustomizations against a repository on disk that sits next to a

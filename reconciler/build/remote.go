@@ -20,9 +20,17 @@ import (
 // (package confined); this is where a user learns which line to change.
 func (b *builder) remoteLocations(dir, file string, root *yaml.Node, seen map[string]bool) Errors {
 	var errs Errors
+	followed := map[*yaml.Node]bool{}
 	var walk func(n *yaml.Node, off offset)
 	walk = func(n *yaml.Node, off offset) {
 		switch n.Kind {
+		case yaml.AliasNode:
+			// An alias may use a value written under a label map: check what it stands for,
+			// once (the alias cap bounds how much that is).
+			if n.Alias != nil && !followed[n.Alias] {
+				followed[n.Alias] = true
+				walk(n.Alias, offset{})
+			}
 		case yaml.MappingNode:
 			for i := 0; i+1 < len(n.Content); i += 2 {
 				if copiedOnly[n.Content[i].Value] && n.Content[i+1].Kind == yaml.MappingNode {
@@ -52,8 +60,8 @@ func (o offset) at(n *yaml.Node) (line, col int) { return o.line + n.Line, o.col
 var copiedOnly = map[string]bool{"commonLabels": true, "commonAnnotations": true, "labels": true, "annotations": true, "pairs": true}
 
 // remoteScalar checks one value: a remote location, an inline configuration, or the name of
-// a file or directory whose configuration is checked in turn. line shifts the positions of an
-// inline document to where it sits in file.
+// a file or directory whose configuration is checked in turn. off places an inline document's
+// nodes where it sits in file.
 func (b *builder) remoteScalar(dir, file string, n *yaml.Node, off offset, walk func(*yaml.Node, offset), seen map[string]bool) Errors {
 	if loc, ok := remoteValue(n.Value); ok {
 		line, col := off.at(n)

@@ -14,9 +14,9 @@ import (
 )
 
 // repo is read access to the files of one repository, by slash-separated path relative to its
-// root, and the file system kustomize reads it through. PoolSync builds from the files of a
-// fetched revision in memory (memRepo); `karpool vet` from a working copy on disk (diskRepo),
-// reading only what the build needs. Both confine every read to the repository root.
+// root, and the request that has a confined kustomize build read the same files. PoolSync builds
+// from the files of a fetched revision in memory (memRepo); `karpool vet` from a working copy on
+// disk (diskRepo), reading only what the build needs. Both confine every read to the root.
 type repo interface {
 	// read returns a file's content, or errTooLarge when it holds more than max bytes.
 	read(name string, max int64) ([]byte, error)

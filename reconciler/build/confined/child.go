@@ -123,19 +123,19 @@ func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f
 
 // run builds the kustomization of req.Dir in this process, reading through g. The caller has
 // confined the process (or, in tests, records what it would have done).
-func run(req Request, g *guardFS, net *netRecorder) (*Result, *Error) {
+func run(req Request, g *guardFS, nr *netRecorder) (*Result, *Error) {
 	dir := path.Join(g.root, req.Dir)
 	if g.onDisk {
 		dir = filepath.Join(g.root, filepath.FromSlash(req.Dir))
 	}
-	urls, dials := net.record()
+	urls, dials := nr.record()
 	access := func(exec bool) Access {
-		u, d := net.record()
+		u, d := nr.record()
 		return Access{Paths: g.inner.seen(), URLs: u[len(urls):], Dials: d[len(dials):], Exec: exec}
 	}
 	resMap, err := kustomize(g, dir)
 	if err != nil {
-		e := classify(err, g, net, len(urls))
+		e := classify(err, g, nr, len(urls))
 		e.Reads, _ = g.record()
 		e.Access = access(e.Kind == Remote && e.Ref == "")
 		return nil, e
@@ -194,12 +194,12 @@ func collect(m resmap.ResMap, l Limits) (*Result, *Error) {
 // (the first URL asked for since the build began), then kustomize's own message. A remote base
 // fails at kustomize's lookup of the git program, since the child has no PATH, or at the start
 // of the program, which the kernel refuses on Linux.
-func classify(err error, g *guardFS, net *netRecorder, urlsBefore int) *Error {
+func classify(err error, g *guardFS, nr *netRecorder, urlsBefore int) *Error {
 	msg := strings.Join(strings.Fields(err.Error()), " ")
 	g.mu.Lock()
 	fault := g.fault
 	g.mu.Unlock()
-	urls, _ := net.record()
+	urls, _ := nr.record()
 	switch {
 	case fault != nil:
 		e := *fault

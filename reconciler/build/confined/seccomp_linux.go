@@ -48,7 +48,7 @@ func filter(arch uint32, denied []uint32) []unix.SockFilter {
 		prog = append(prog, unix.SockFilter{Code: unix.BPF_JMP | op | unix.BPF_K, K: k})
 	}
 	prog = append(prog, stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offArch))
-	// Arch mismatch: jump to deny when NOT equal, so the test is inverted below.
+	// Another architecture falls to deny (the jump-if-false, set below).
 	archCheck := len(prog)
 	prog = append(prog, unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: arch})
 	prog = append(prog, stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offNr))
