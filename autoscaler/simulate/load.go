@@ -32,7 +32,6 @@ import (
 	"github.com/karpool/karpool/reconciler/validate"
 )
 
-
 // doc is one built object (reconciler/build: kustomize or plain YAML) with where it came from.
 type doc struct {
 	obj  *build.Object
