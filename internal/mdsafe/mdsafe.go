@@ -117,17 +117,24 @@ func Code(s string) string {
 // s, so no line of s can close it; control characters other than line feeds and tabs, and
 // bidirectional controls, are replaced as in Text.
 func Fence(info, s string) string {
-	s = strings.Map(func(r rune) rune {
-		if r == '\n' || r == '\t' {
-			return r
-		}
-		return visible(r)
-	}, s)
+	s = Visible(s)
 	if s != "" && !strings.HasSuffix(s, "\n") {
 		s += "\n"
 	}
 	fence := strings.Repeat("`", max(3, longestRun(s, '`')+1))
 	return fence + info + "\n" + s + fence + "\n"
+}
+
+// Visible is s with every character that makes text look other than it is replaced, as in
+// Text, line feeds and tabs kept: for text a reviewer reads in a terminal or a CI log as well,
+// where a branch's escape sequences would otherwise move the cursor or recolour lines.
+func Visible(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\t' {
+			return r
+		}
+		return visible(r)
+	}, s)
 }
 
 // oneLine replaces control and bidirectional formatting characters and collapses white space,

@@ -331,3 +331,13 @@ func TestAWSSection(t *testing.T) {
 		}
 	}
 }
+
+// TestTextCannotSteerATerminal: an escape sequence or a bidirectional override in a branch's
+// error reaches the terminal as a visible replacement character.
+func TestTextCannotSteerATerminal(t *testing.T) {
+	p := &Plan{Path: "pools", Region: "us-east-1", Head: &Side{Revision: "head", Error: "x.yaml: \x1b[2K\x1b[1Ahidden \u202egnp.exe"}, Base: &Side{Revision: "base"}}
+	out := p.Text()
+	if strings.ContainsAny(out, "\x1b\u202e") || !strings.Contains(out, "\ufffd[2K") {
+		t.Fatalf("the terminal output keeps the controls: %q", out)
+	}
+}

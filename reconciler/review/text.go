@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/karpool/karpool/internal/mdsafe"
 )
 
 // WriteJSON writes the plan for machines.
@@ -20,8 +22,11 @@ func (p *Plan) WriteJSON(w io.Writer) error {
 }
 
 // Text renders the plan for a terminal: the comment's content without Markdown, the whole
-// manifest diff included.
-func (p *Plan) Text() string {
+// manifest diff included, with what a branch could use to steer a terminal (escape sequences,
+// bidirectional controls) made visible.
+func (p *Plan) Text() string { return mdsafe.Visible(p.text()) }
+
+func (p *Plan) text() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "karpool plan for %s: base %s → head %s\n", cleanPath(p.Path), p.Base.Revision, p.Head.Revision)
 	fmt.Fprintf(&b, "%s\n%s.\n", strings.Trim(p.headline(asIs), "*"), capitalize(p.workloadWords(asIs)))
