@@ -56,12 +56,12 @@ verify-generate: generate
 # early packages, Gitea beside internal/operator, whose tests mostly wait. The end-to-end lane
 # streams; the others are printed when all are done. Timings: BENCHMARKS.md "Build and test
 # times".
-E2E_IMPORTS := internal/(localenv|giteatest)
+E2E_IMPORTS := testbed/(localenv|giteatest)
 EARLY_TOOLS := kube etcd kwok metrics-server controller-gen cue
 # The packages that need a late tool: helm's, and Gitea's (giteatest and its importers).
 HELM_PKGS := /internal/operator$$
-GITEA_PKGS := /internal/giteatest$$
-GITEA_IMPORTS := internal/giteatest
+GITEA_PKGS := /testbed/giteatest$$
+GITEA_IMPORTS := testbed/giteatest
 test: early-tools verify-generate fmt
 	@rm -f $(BIN)/unit.pkgs $(BIN)/e2e-early.pkgs $(BIN)/e2e-helm.pkgs $(BIN)/e2e-gitea.pkgs
 	@$(GO) list -f '{{.ImportPath}}{{range .TestImports}} {{.}}{{end}}{{range .XTestImports}} {{.}}{{end}}' ./... \
@@ -94,8 +94,8 @@ early-tools:
 
 # Fuzz targets as package:Target. `go test ./...` already replays each seed corpus; this explores.
 FUZZ_TARGETS := ./schema/vet:FuzzVet ./schema:FuzzParseSchedule ./internal/migrate:FuzzMigrate \
-	./internal/awssim:FuzzEC2Query ./internal/awssim:FuzzJSONRequest \
-	./internal/awssim:FuzzUserData ./internal/awssim:FuzzEventPattern ./autoscaler/disruption:FuzzParseMinSavings \
+	./testbed/awssim:FuzzEC2Query ./testbed/awssim:FuzzJSONRequest \
+	./testbed/awssim:FuzzUserData ./testbed/awssim:FuzzEventPattern ./autoscaler/disruption:FuzzParseMinSavings \
 	./autoscaler/cloud/aws/interruption:FuzzParse ./internal/featuregates:FuzzParse ./reconciler/review:FuzzMake \
 	./internal/iampolicy:FuzzParse ./autoscaler/cloud/aws/prereq:FuzzPolicyScoped \
 	./internal/mdsafe:FuzzText ./reconciler/review:FuzzMarkdownIsInert ./reconciler/status:FuzzMarkdownIsInert ./internal/redact:FuzzText \

@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
-	"github.com/karpool/karpool/internal/awssim"
-	"github.com/karpool/karpool/internal/gittest"
+	"github.com/karpool/karpool/testbed/awssim"
+	"github.com/karpool/karpool/testbed/gittest"
 )
 
 // startAWS runs the AWS simulator, holding cluster "demo", for the controller's spec.aws.

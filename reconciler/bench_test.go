@@ -13,10 +13,10 @@ import (
 	karpenterv1 "github.com/karpool/karpool/api/karpenter/v1"
 	karpenterawsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
-	"github.com/karpool/karpool/internal/gittest"
-	"github.com/karpool/karpool/internal/localenv"
-	"github.com/karpool/karpool/internal/localenv/localenvtest"
+	"github.com/karpool/karpool/api/scheme"
 	"github.com/karpool/karpool/reconciler/source"
+	"github.com/karpool/karpool/testbed/gittest"
+	"github.com/karpool/karpool/testbed/localenv/localenvtest"
 )
 
 const (
@@ -93,7 +93,7 @@ func BenchmarkGitOpsReconcile(b *testing.B) {
 	// which would be what this measures.
 	cfg := rest.CopyConfig(env.Config)
 	cfg.QPS = -1
-	c, err := client.New(cfg, client.Options{Scheme: localenv.Scheme})
+	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})
 	if err != nil {
 		b.Fatal(err)
 	}

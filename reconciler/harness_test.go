@@ -28,8 +28,8 @@ import (
 
 	karpenterv1 "github.com/karpool/karpool/api/karpenter/v1"
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
-	"github.com/karpool/karpool/internal/localenv"
-	"github.com/karpool/karpool/internal/localenv/localenvtest"
+	"github.com/karpool/karpool/api/scheme"
+	"github.com/karpool/karpool/testbed/localenv/localenvtest"
 )
 
 func TestMain(m *testing.M) {
@@ -83,7 +83,7 @@ func startController(t *testing.T, configure ...func(*Options)) *harness {
 	recorder := metrics.NewRecorder() // unregistered, so that every test's manager can have one
 	logger := funcr.New(logs.write, funcr.Options{Verbosity: 1})
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 localenv.Scheme,
+		Scheme:                 scheme.Scheme,
 		Logger:                 logger,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",

@@ -14,9 +14,9 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
-	"github.com/karpool/karpool/internal/giteatest"
-	"github.com/karpool/karpool/internal/gittest"
-	"github.com/karpool/karpool/internal/hostile"
+	"github.com/karpool/karpool/testbed/giteatest"
+	"github.com/karpool/karpool/testbed/gittest"
+	"github.com/karpool/karpool/testbed/hostile"
 )
 
 // followed are the cases also given to a PoolSync as the branch it follows, one of each class
@@ -27,7 +27,7 @@ var followed = map[string]bool{
 	"yaml-duplicate-key": true,
 }
 
-// TestHostileBranchesAndPullRequests runs the corpus of hostile repositories (internal/hostile)
+// TestHostileBranchesAndPullRequests runs the corpus of hostile repositories (testbed/hostile)
 // through the controller on the local control plane and a real Gitea: every case is a pull
 // request that a PoolSync reviews (its comment names the file and line, its commit status
 // fails, the comment holds nothing karpool's template did not write), and one case of each

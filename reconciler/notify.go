@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
+	"github.com/karpool/karpool/api/scheme"
 	"github.com/karpool/karpool/internal/redact"
 )
 
@@ -27,11 +28,7 @@ func NewNotifier(addr string, log logr.Logger) (*events.Recorder, error) {
 		// Flux's recorder asks the sink whether trace logging is on; logr.Discard() has none.
 		log = funcr.New(func(string, string) {}, funcr.Options{})
 	}
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	n, err := events.NewRecorderForScheme(scheme, discard{}, log, addr, ReportingController)
+	n, err := events.NewRecorderForScheme(scheme.Scheme, discard{}, log, addr, ReportingController)
 	if err != nil {
 		return nil, fmt.Errorf("events address %q: %w", addr, err)
 	}

@@ -22,7 +22,7 @@ import (
 
 	karpenterawsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
-	"github.com/karpool/karpool/internal/gittest"
+	"github.com/karpool/karpool/testbed/gittest"
 )
 
 // workshopRepo is a repository with the workshop example under clusters/dev, committed. Its

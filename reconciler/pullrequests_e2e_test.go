@@ -17,9 +17,9 @@ import (
 	fluxmeta "github.com/fluxcd/pkg/apis/meta"
 
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
-	"github.com/karpool/karpool/internal/giteatest"
-	"github.com/karpool/karpool/internal/gittest"
 	"github.com/karpool/karpool/reconciler/review"
+	"github.com/karpool/karpool/testbed/giteatest"
+	"github.com/karpool/karpool/testbed/gittest"
 )
 
 // TestPullRequestsArePlanned: a PoolSync with spec.report.pullRequests plans the open pull

@@ -15,9 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
-	"github.com/karpool/karpool/internal/gittest"
-	"github.com/karpool/karpool/internal/localenv"
-	"github.com/karpool/karpool/internal/localenv/localenvtest"
+	"github.com/karpool/karpool/api/scheme"
+	"github.com/karpool/karpool/testbed/gittest"
+	"github.com/karpool/karpool/testbed/localenv/localenvtest"
 )
 
 // applyCounter counts server-side applies, dry-run or real.
@@ -36,7 +36,7 @@ func (a *applyCounter) reset() (dryRuns, real int) {
 
 func TestUntouchedObjectsAreNeitherDryRunNorApplied(t *testing.T) {
 	env := localenvtest.Env(t)
-	base, err := client.NewWithWatch(env.Config, client.Options{Scheme: localenv.Scheme})
+	base, err := client.NewWithWatch(env.Config, client.Options{Scheme: scheme.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/karpool/karpool/internal/localenv/localenvtest"
+	"github.com/karpool/karpool/testbed/localenv/localenvtest"
 )
 
 // cueBinary finds the cue CLI that `make tools` builds (hack/tools/cue): $KARPOOL_BIN_DIR/cue or

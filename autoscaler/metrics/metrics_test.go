@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/karpool/karpool/internal/metricsdoc"
+	"github.com/karpool/karpool/testbed/metricsdoc"
 )
 
 // TestMetricsMatchTheDocs: every metric the autoscaler registers is in docs/metrics.md with the

@@ -14,8 +14,8 @@ import (
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/scheduling"
-	"github.com/karpool/karpool/autoscaler/scheduling/checker"
 	"github.com/karpool/karpool/autoscaler/state"
+	"github.com/karpool/karpool/testbed/schedulingcheck"
 )
 
 func pendingPod(name, cpu string) *corev1.Pod {
@@ -62,7 +62,7 @@ func TestPartialBatchFillsInFlightNodeClaim(t *testing.T) {
 			t.Fatalf("pending pods %v: want %d (the nominated one is not pending)", in.Pods, len(pods))
 		}
 		res := scheduling.Solve(in)
-		if err := checker.Check(in, res); err != nil {
+		if err := schedulingcheck.Check(in, res); err != nil {
 			t.Errorf("checker: %v", err)
 		}
 		return res

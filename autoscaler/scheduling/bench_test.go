@@ -9,8 +9,8 @@ import (
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/scheduling"
-	"github.com/karpool/karpool/autoscaler/scheduling/checker"
 	"github.com/karpool/karpool/autoscaler/scheduling/workload"
+	"github.com/karpool/karpool/testbed/schedulingcheck"
 )
 
 // The benchmarks reproduce Karpenter's scheduling benchmark input exactly (see package workload):
@@ -32,7 +32,7 @@ func runBench(b *testing.B, in *scheduling.Input, check bool) {
 		b.Fatalf("%d pods unschedulable, first: %s", len(res.Unschedulable), res.Unschedulable[0].Reason)
 	}
 	if check {
-		if err := checker.Check(in, res); err != nil {
+		if err := schedulingcheck.Check(in, res); err != nil {
 			b.Fatalf("checker: %v", err)
 		}
 	}

@@ -7,8 +7,8 @@ import (
 	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/costbound"
 	"github.com/karpool/karpool/autoscaler/scheduling"
-	"github.com/karpool/karpool/autoscaler/scheduling/checker"
 	"github.com/karpool/karpool/autoscaler/scheduling/workload"
+	"github.com/karpool/karpool/testbed/schedulingcheck"
 )
 
 // lowerBound computes the cost lower bound of all pods of the input on its only pool.
@@ -67,7 +67,7 @@ func costCase(t *testing.T, name string, in *scheduling.Input) (ratio, wholePods
 	if len(res.Unschedulable) > 0 {
 		t.Fatalf("%s: %d unschedulable: %s", name, len(res.Unschedulable), res.Unschedulable[0].Reason)
 	}
-	if err := checker.Check(in, res); err != nil {
+	if err := schedulingcheck.Check(in, res); err != nil {
 		t.Fatalf("%s: checker: %v", name, err)
 	}
 	b := lowerBound(t, in).LowerBound

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/karpool/karpool/autoscaler/scheduling"
-	"github.com/karpool/karpool/autoscaler/scheduling/checker"
+	"github.com/karpool/karpool/testbed/schedulingcheck"
 )
 
 func TestDebugSeeds(t *testing.T) {
@@ -19,7 +19,7 @@ func TestDebugSeeds(t *testing.T) {
 	for seed := int64(from) + 1; seed <= int64(n); seed++ {
 		in := randomInput(seed)
 		res := scheduling.Solve(in)
-		if err := checker.Check(in, res); err != nil {
+		if err := schedulingcheck.Check(in, res); err != nil {
 			t.Logf("seed %d: %s", seed, strings.SplitN(err.Error(), "\n", 2)[0])
 		}
 	}
@@ -77,7 +77,7 @@ func TestDebugOne(t *testing.T) {
 	for _, u := range res.Unschedulable {
 		t.Logf("unsched %s: %s", u.Pod.Name, u.Reason)
 	}
-	if err := checker.Check(in, res); err != nil {
+	if err := schedulingcheck.Check(in, res); err != nil {
 		t.Log(err)
 	}
 }

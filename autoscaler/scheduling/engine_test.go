@@ -15,7 +15,7 @@ import (
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/scheduling"
-	"github.com/karpool/karpool/autoscaler/scheduling/checker"
+	"github.com/karpool/karpool/testbed/schedulingcheck"
 )
 
 // itype makes an instance type: cpu in cores, memory in GiB, offered on-demand (and spot at
@@ -74,7 +74,7 @@ func pods(prefix string, n int, cpu, mem string, mutate ...func(*corev1.Pod)) []
 func solve(t *testing.T, in *scheduling.Input) *scheduling.Result {
 	t.Helper()
 	res := scheduling.Solve(in)
-	if err := checker.Check(in, res); err != nil {
+	if err := schedulingcheck.Check(in, res); err != nil {
 		t.Fatalf("checker: %v", err)
 	}
 	return res

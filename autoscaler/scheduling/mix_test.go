@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/karpool/karpool/autoscaler/scheduling"
-	"github.com/karpool/karpool/autoscaler/scheduling/checker"
 	"github.com/karpool/karpool/autoscaler/scheduling/workload"
+	"github.com/karpool/karpool/testbed/schedulingcheck"
 )
 
 // TestKarpenterMixPassesTheChecker solves Karpenter's benchmark input at the benchmark sizes:
@@ -21,7 +21,7 @@ func TestKarpenterMixPassesTheChecker(t *testing.T) {
 		if len(res.Unschedulable) > 0 {
 			t.Errorf("%d pods: %d unschedulable, first: %s", n, len(res.Unschedulable), res.Unschedulable[0].Reason)
 		}
-		if err := checker.Check(in, res); err != nil {
+		if err := schedulingcheck.Check(in, res); err != nil {
 			t.Errorf("%d pods: %v", n, err)
 		}
 	}
@@ -30,7 +30,7 @@ func TestKarpenterMixPassesTheChecker(t *testing.T) {
 	if len(res.Unschedulable) > 0 {
 		t.Errorf("preferences: %d unschedulable", len(res.Unschedulable))
 	}
-	if err := checker.Check(in, res); err != nil {
+	if err := schedulingcheck.Check(in, res); err != nil {
 		t.Errorf("preferences: %v", err)
 	}
 }

@@ -15,7 +15,7 @@ import (
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/scheduling"
-	"github.com/karpool/karpool/autoscaler/scheduling/checker"
+	"github.com/karpool/karpool/testbed/schedulingcheck"
 )
 
 // Karpenter parity: cases translated from Karpenter's scheduling tests (our own translation, not
@@ -69,7 +69,7 @@ func TestKarpenterParity(t *testing.T) {
 		seen[c.name] = true
 		t.Run(c.name, func(t *testing.T) {
 			res := scheduling.Solve(c.in)
-			if err := checker.Check(c.in, res); err != nil {
+			if err := schedulingcheck.Check(c.in, res); err != nil {
 				t.Errorf("checker: %v", err)
 			}
 			c.want(newOutcome(t, c.in, res))

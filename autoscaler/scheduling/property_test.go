@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/karpool/karpool/autoscaler/scheduling"
-	"github.com/karpool/karpool/autoscaler/scheduling/checker"
+	"github.com/karpool/karpool/testbed/schedulingcheck"
 )
 
 // TestRandomWorkloadsPassTheChecker solves random inputs (pools with requirements, taints, limits
@@ -20,7 +20,7 @@ func TestRandomWorkloadsPassTheChecker(t *testing.T) {
 	for seed := int64(1); seed <= int64(n); seed++ {
 		in := randomInput(seed)
 		res := scheduling.Solve(in)
-		if err := checker.Check(in, res); err != nil {
+		if err := schedulingcheck.Check(in, res); err != nil {
 			failures++
 			if failures <= 5 {
 				t.Errorf("seed %d: %v", seed, err)

@@ -8,8 +8,8 @@ import (
 
 	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/scheduling"
-	"github.com/karpool/karpool/autoscaler/scheduling/checker"
 	"github.com/karpool/karpool/autoscaler/scheduling/workload"
+	"github.com/karpool/karpool/testbed/schedulingcheck"
 )
 
 // TestRepackKeepsPoolLimits solves many small Deployments (a plan the final re-packing changes)
@@ -38,7 +38,7 @@ func TestRepackKeepsPoolLimits(t *testing.T) {
 		np.Spec.Limits = limits
 		in := lognormalInput(t, pods, np)
 		res := scheduling.Solve(in)
-		if err := checker.Check(in, res); err != nil {
+		if err := schedulingcheck.Check(in, res); err != nil {
 			t.Errorf("%s limit %v: checker: %v", name, limits, err)
 		}
 		if len(res.Unschedulable) > 0 {

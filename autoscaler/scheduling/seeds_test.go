@@ -12,7 +12,7 @@ import (
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/scheduling"
-	"github.com/karpool/karpool/autoscaler/scheduling/checker"
+	"github.com/karpool/karpool/testbed/schedulingcheck"
 )
 
 // The seed scenarios of DESIGN.md section 6, on the embedded us-east-1 catalog.
@@ -32,7 +32,7 @@ func replicas(name string, n int, labels map[string]string, req corev1.ResourceL
 func solveChecked(t *testing.T, in *scheduling.Input) *scheduling.Result {
 	t.Helper()
 	res := scheduling.Solve(in)
-	if err := checker.Check(in, res); err != nil {
+	if err := schedulingcheck.Check(in, res); err != nil {
 		t.Fatalf("checker: %v", err)
 	}
 	for _, u := range res.Unschedulable {

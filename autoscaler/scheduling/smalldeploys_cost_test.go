@@ -9,8 +9,8 @@ import (
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	"github.com/karpool/karpool/autoscaler/costbound"
 	"github.com/karpool/karpool/autoscaler/scheduling"
-	"github.com/karpool/karpool/autoscaler/scheduling/checker"
 	"github.com/karpool/karpool/autoscaler/scheduling/workload"
+	"github.com/karpool/karpool/testbed/schedulingcheck"
 )
 
 // smallDeploymentsCase is one measurement of the many-small-Deployments profile
@@ -40,7 +40,7 @@ func measureSmallDeployments(t *testing.T, pool string, np *karpv1.NodePool, pod
 	if len(res.Unschedulable) > 0 {
 		t.Fatalf("%s, %d pods, seed %d: %d unschedulable: %s", pool, pods, seed, len(res.Unschedulable), res.Unschedulable[0].Reason)
 	}
-	if err := checker.Check(in, res); err != nil {
+	if err := schedulingcheck.Check(in, res); err != nil {
 		t.Fatalf("%s, %d pods, seed %d: checker: %v", pool, pods, seed, err)
 	}
 	p := boundProblem(in)

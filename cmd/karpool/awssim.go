@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/karpool/karpool/internal/awssim"
+	"github.com/karpool/karpool/testbed/awssim"
 )
 
 func newAWSSimCommand() *cobra.Command {

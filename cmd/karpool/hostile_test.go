@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/karpool/karpool/internal/gittest"
-	"github.com/karpool/karpool/internal/hostile"
+	"github.com/karpool/karpool/testbed/gittest"
+	"github.com/karpool/karpool/testbed/hostile"
 )
 
 // runMainEnv makes this test binary run karpool's main instead of the tests, so that a probe
@@ -25,7 +25,7 @@ const (
 	probeMemory  = 500 << 20
 )
 
-// TestHostileRepositories runs every repository of the corpus (internal/hostile) through
+// TestHostileRepositories runs every repository of the corpus (testbed/hostile) through
 // `karpool vet` and `karpool plan`, each in a process of its own: the answer is an error at the
 // file and line the case names; no connection reaches the trap's listener, no command runs, the
 // file outside the repository is never opened and its secret never printed; the plan comment

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/karpool/karpool/api/scheme"
 	"github.com/karpool/karpool/internal/nodeview"
 )
 
@@ -51,7 +52,7 @@ is an estimate (the catalog's spot prices). The view is redrawn every --interval
 			if err != nil {
 				return usageError{err}
 			}
-			c, err := client.New(cfg, client.Options{Scheme: reconcileScheme()})
+			c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})
 			if err != nil {
 				return err
 			}

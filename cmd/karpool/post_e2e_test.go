@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/karpool/karpool/internal/giteatest"
-	"github.com/karpool/karpool/internal/gittest"
+	"github.com/karpool/karpool/testbed/giteatest"
+	"github.com/karpool/karpool/testbed/gittest"
 )
 
 func seedFile(t *testing.T, name string) string {

@@ -15,16 +15,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	karpenterv1 "github.com/karpool/karpool/api/karpenter/v1"
-	karpenterawsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
+	"github.com/karpool/karpool/api/scheme"
 	"github.com/karpool/karpool/reconciler"
 )
 
@@ -120,7 +117,7 @@ func runReconcile(cmd *cobra.Command, f reconcileFlags) error {
 	if err != nil {
 		return usageError{err}
 	}
-	c, err := client.New(cfg, client.Options{Scheme: reconcileScheme()})
+	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})
 	if err != nil {
 		return fmt.Errorf("connecting to the cluster: %w", err)
 	}
@@ -198,15 +195,6 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 		return nil, fmt.Errorf("no cluster configuration (give --kubeconfig or set KUBECONFIG): %w", err)
 	}
 	return cfg, nil
-}
-
-func reconcileScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(karpenterv1.AddToScheme(s))
-	utilruntime.Must(karpenterawsv1.AddToScheme(s))
-	utilruntime.Must(v1alpha1.AddToScheme(s))
-	return s
 }
 
 // printRecorder prints the reconciler's events that say what was applied, restored or pruned.

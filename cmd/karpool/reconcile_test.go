@@ -19,8 +19,8 @@ import (
 	karpenterv1 "github.com/karpool/karpool/api/karpenter/v1"
 	karpenterawsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
-	"github.com/karpool/karpool/internal/localenv/localenvtest"
 	"github.com/karpool/karpool/reconciler"
+	"github.com/karpool/karpool/testbed/localenv/localenvtest"
 )
 
 // TestMain shares one local control plane among the package's end-to-end tests.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/karpool/karpool/internal/awssim"
+	"github.com/karpool/karpool/testbed/awssim"
 )
 
 var renderArgs = []string{"render", "--aws", "--cluster-name", "demo", "--region", "us-east-1", "--account-id", "111122223333",

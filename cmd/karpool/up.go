@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/karpool/karpool/internal/up"
+	"github.com/karpool/karpool/testbed/up"
 )
 
 func newUpCommand() *cobra.Command {

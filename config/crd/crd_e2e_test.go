@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/karpool/karpool/internal/localenv/localenvtest"
+	"github.com/karpool/karpool/testbed/localenv/localenvtest"
 )
 
 func TestMain(m *testing.M) { localenvtest.Main(m) }

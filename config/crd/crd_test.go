@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/karpool/karpool/config/crd"
-	"github.com/karpool/karpool/internal/crddiff"
-	"github.com/karpool/karpool/internal/localenv/localenvtest"
+	"github.com/karpool/karpool/testbed/crddiff"
+	"github.com/karpool/karpool/testbed/localenv/localenvtest"
 )
 
 // upstreamOnly lists the reference leaves we knowingly do not generate. Upstream's patch puts a

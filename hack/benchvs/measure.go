@@ -22,9 +22,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	"github.com/karpool/karpool/api/scheme"
 	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/simulate"
-	"github.com/karpool/karpool/internal/localenv"
+	"github.com/karpool/karpool/testbed/localenv"
 )
 
 // fleet is the nodes running at one moment and what they cost per hour.
@@ -199,7 +200,7 @@ func measure(ctx context.Context, cfg config, sys system, runDir string, prices 
 // the API server twice a second (65 ms of its CPU each time on this machine, taken from the
 // system under test). It stops with ctx, which must end before the run's control plane does.
 func watchCluster(ctx context.Context, env *localenv.Env) (client.Reader, error) {
-	c, err := cache.New(env.Config, cache.Options{Scheme: localenv.Scheme,
+	c, err := cache.New(env.Config, cache.Options{Scheme: scheme.Scheme,
 		DefaultNamespaces: map[string]cache.Config{namespace: {}}}) // nodes are cluster-scoped
 	if err != nil {
 		return nil, err

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"github.com/karpool/karpool/internal/localenv"
+	"github.com/karpool/karpool/api/scheme"
 )
 
 // The system node is there in every run but is not the autoscaler's: the fleet's counts, open
@@ -20,7 +20,7 @@ func TestFleetLeavesOutSystemNode(t *testing.T) {
 	opened := launched.DeepCopy()
 	opened.Name = "ip-10-0-0-2"
 	launched.Spec.Taints = []corev1.Taint{{Key: "karpenter.sh/unregistered", Effect: corev1.TaintEffectNoExecute}}
-	c := fake.NewClientBuilder().WithScheme(localenv.Scheme).WithObjects(systemNode(), launched, opened).Build()
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(systemNode(), launched, opened).Build()
 	prices := map[[2]string]float64{{"m6g.large", region + "a"}: 0.077}
 	seen, peak := map[string]bool{}, 0
 	f, err := watchNodes(context.Background(), c, prices, seen, &peak)

@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/karpool/karpool/autoscaler/catalog"
-	"github.com/karpool/karpool/internal/localenv"
+	"github.com/karpool/karpool/testbed/localenv"
 )
 
 const (

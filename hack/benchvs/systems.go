@@ -17,9 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/karpool/karpool/config/crd"
-	"github.com/karpool/karpool/internal/awssim"
-	"github.com/karpool/karpool/internal/localenv"
 	"github.com/karpool/karpool/reconciler/build"
+	"github.com/karpool/karpool/testbed/awssim"
+	"github.com/karpool/karpool/testbed/localenv"
 )
 
 // system is one autoscaler under test, started on a fresh control plane.

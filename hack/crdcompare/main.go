@@ -12,7 +12,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/karpool/karpool/internal/crddiff"
+	"github.com/karpool/karpool/testbed/crddiff"
 )
 
 func main() {

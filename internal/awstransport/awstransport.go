@@ -6,7 +6,7 @@
 // body, treats the request write as failed and closes the connection under the response body
 // being read: "use of closed network connection". The retryer then sends again a call the
 // server already carried out, and not every AWS call is idempotent (IAM creates are not).
-// Upstream: aws/aws-sdk-go-v2 #1825 and #2737 (retried, not fixed). internal/awssim's
+// Upstream: aws/aws-sdk-go-v2 #1825 and #2737 (retried, not fixed). testbed/awssim's
 // TestSDKRequestBodyCloseRace reproduces it deterministically and checks this client.
 package awstransport
 

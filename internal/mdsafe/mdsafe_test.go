@@ -12,7 +12,7 @@ import (
 	"github.com/yuin/goldmark/extension"
 
 	"github.com/karpool/karpool/internal/mdsafe"
-	"github.com/karpool/karpool/internal/mdsafe/mdshape"
+	"github.com/karpool/karpool/testbed/mdshape"
 )
 
 var gfm = goldmark.New(goldmark.WithExtensions(extension.GFM))

@@ -12,7 +12,7 @@ import (
 
 	karpenterv1 "github.com/karpool/karpool/api/karpenter/v1"
 	karpenterawsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
-	"github.com/karpool/karpool/internal/localenv/localenvtest"
+	"github.com/karpool/karpool/testbed/localenv/localenvtest"
 )
 
 func TestMain(m *testing.M) { localenvtest.Main(m) }

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/karpool/karpool/internal/awssim"
+	"github.com/karpool/karpool/testbed/awssim"
 )
 
 // TestControllerKilledAfterCreateFleet: the controller process is SIGKILLed after EC2 created

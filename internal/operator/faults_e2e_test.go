@@ -13,7 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/karpool/karpool/internal/awssim"
+	"github.com/karpool/karpool/testbed/awssim"
 )
 
 // writeManifest writes a YAML file in the test's temp dir and returns its path.

@@ -16,7 +16,7 @@ import (
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
-	"github.com/karpool/karpool/internal/gittest"
+	"github.com/karpool/karpool/testbed/gittest"
 )
 
 // TestNodePoolRemovedFromGit: the workshop pools come from Git through a PoolSync with prune;

@@ -22,10 +22,10 @@ import (
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
-	"github.com/karpool/karpool/internal/awssim"
-	"github.com/karpool/karpool/internal/localenv"
-	"github.com/karpool/karpool/internal/localenv/localenvtest"
 	"github.com/karpool/karpool/internal/operator"
+	"github.com/karpool/karpool/testbed/awssim"
+	"github.com/karpool/karpool/testbed/localenv"
+	"github.com/karpool/karpool/testbed/localenv/localenvtest"
 )
 
 func TestMain(m *testing.M) { localenvtest.Main(m) }

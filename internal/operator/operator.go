@@ -27,6 +27,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/karpool/karpool/api/scheme"
 	"github.com/karpool/karpool/autoscaler"
 	"github.com/karpool/karpool/autoscaler/catalog"
 	awsprovider "github.com/karpool/karpool/autoscaler/cloud/aws"
@@ -35,7 +36,6 @@ import (
 	"github.com/karpool/karpool/autoscaler/disruption"
 	"github.com/karpool/karpool/autoscaler/metrics"
 	"github.com/karpool/karpool/internal/featuregates"
-	"github.com/karpool/karpool/internal/localenv"
 	"github.com/karpool/karpool/internal/switchover"
 	"github.com/karpool/karpool/reconciler"
 )
@@ -106,7 +106,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 		cfg.ProbeAddr = "127.0.0.1:8081"
 	}
 	opts := ctrl.Options{
-		Scheme:                  localenv.Scheme,
+		Scheme:                  scheme.Scheme,
 		Logger:                  cfg.Log,
 		Metrics:                 metricsserver.Options{BindAddress: cfg.MetricsAddr},
 		HealthProbeBindAddress:  cfg.ProbeAddr,

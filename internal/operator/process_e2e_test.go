@@ -19,7 +19,7 @@ import (
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	"github.com/karpool/karpool/autoscaler/catalog"
-	"github.com/karpool/karpool/internal/metricsdoc"
+	"github.com/karpool/karpool/testbed/metricsdoc"
 )
 
 // TestInstalledController installs karpool as a user would (the kustomize base and the Helm

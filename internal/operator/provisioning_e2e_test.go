@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
-	"github.com/karpool/karpool/internal/awssim"
+	"github.com/karpool/karpool/testbed/awssim"
 )
 
 // scale sets a Deployment's replicas.

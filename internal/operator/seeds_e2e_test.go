@@ -12,8 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/karpool/karpool/internal/awssim"
 	"github.com/karpool/karpool/internal/migrate"
+	"github.com/karpool/karpool/testbed/awssim"
 )
 
 // migrated runs `karpool migrate` on a seed file and applies the listed text substitutions

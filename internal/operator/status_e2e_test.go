@@ -18,9 +18,9 @@ import (
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
 	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/simulate"
-	"github.com/karpool/karpool/internal/gittest"
 	"github.com/karpool/karpool/reconciler/build"
 	"github.com/karpool/karpool/reconciler/status"
+	"github.com/karpool/karpool/testbed/gittest"
 )
 
 // TestStatusCommittedToGit: a PoolSync with status commits writes, to its own branch of the

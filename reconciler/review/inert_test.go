@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/karpool/karpool/autoscaler/simulate"
-	"github.com/karpool/karpool/internal/mdsafe/mdshape"
 	"github.com/karpool/karpool/reconciler/validate"
+	"github.com/karpool/karpool/testbed/mdshape"
 )
 
 // sectionsOf picks a plan's sections from the bits of one byte: head failed, base not planned,

@@ -9,7 +9,7 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing/object"
 
-	"github.com/karpool/karpool/internal/gittest"
+	"github.com/karpool/karpool/testbed/gittest"
 )
 
 func gitOut(t *testing.T, dir string, args ...string) string {

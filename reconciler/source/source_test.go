@@ -8,7 +8,7 @@ import (
 
 	"github.com/Masterminds/semver/v3"
 
-	"github.com/karpool/karpool/internal/gittest"
+	"github.com/karpool/karpool/testbed/gittest"
 )
 
 func fetch(t *testing.T, f *Fetcher, req Request) *Artifact {

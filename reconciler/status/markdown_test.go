@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
-	"github.com/karpool/karpool/internal/mdsafe/mdshape"
+	"github.com/karpool/karpool/testbed/mdshape"
 )
 
 // reportOf is a report with every section, each string of which the repository or the cluster

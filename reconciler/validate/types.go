@@ -7,24 +7,17 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	sigsjson "sigs.k8s.io/json"
 
 	karpenterv1 "github.com/karpool/karpool/api/karpenter/v1"
 	karpenterawsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
+	"github.com/karpool/karpool/api/scheme"
 	"github.com/karpool/karpool/reconciler/build"
 )
 
 // Types decodes NodePools, NodeClaims and EC2NodeClasses strictly into karpool's Go types, which
 // catches misspelt fields and wrong value types without a cluster. Other kinds pass through.
 type Types struct{}
-
-var typesScheme = func() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(karpenterv1.AddToScheme(s))
-	utilruntime.Must(karpenterawsv1.AddToScheme(s))
-	return s
-}()
 
 // servedVersions are the versions of Karpenter's groups that a v1 cluster serves.
 var servedVersions = map[string]string{
@@ -48,7 +41,7 @@ func (Types) Validate(_ context.Context, objs []*build.Object) ([]Finding, error
 			out = append(out, at(o, "apiVersion", "types", fmt.Sprintf("%s is not served by Karpenter v1: write %s/%s (karpool migrate converts older manifests)", gvk.GroupVersion(), gvk.Group, want)))
 			continue
 		}
-		typed, err := typesScheme.New(gvk)
+		typed, err := scheme.Scheme.New(gvk)
 		if err != nil {
 			out = append(out, at(o, "kind", "types", fmt.Sprintf("%s has no kind %q", gvk.GroupVersion(), gvk.Kind)))
 			continue

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/karpool/karpool/internal/localenv/localenvtest"
 	"github.com/karpool/karpool/reconciler/build"
+	"github.com/karpool/karpool/testbed/localenv/localenvtest"
 )
 
 func TestMain(m *testing.M) { localenvtest.Main(m) }

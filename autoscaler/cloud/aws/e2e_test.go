@@ -16,8 +16,8 @@ import (
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	cloudaws "github.com/karpool/karpool/autoscaler/cloud/aws"
-	"github.com/karpool/karpool/internal/awssim"
-	"github.com/karpool/karpool/internal/localenv/localenvtest"
+	"github.com/karpool/karpool/testbed/awssim"
+	"github.com/karpool/karpool/testbed/localenv/localenvtest"
 )
 
 func TestMain(m *testing.M) { localenvtest.Main(m) }

@@ -17,7 +17,7 @@ import (
 	"github.com/karpool/karpool/autoscaler/catalog"
 	cloudaws "github.com/karpool/karpool/autoscaler/cloud/aws"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/instancetype"
-	"github.com/karpool/karpool/internal/awssim"
+	"github.com/karpool/karpool/testbed/awssim"
 )
 
 // clock is a settable time source.

@@ -18,8 +18,8 @@ import (
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	cloudaws "github.com/karpool/karpool/autoscaler/cloud/aws"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/instanceprofile"
-	"github.com/karpool/karpool/autoscaler/cloud/aws/policycheck"
-	"github.com/karpool/karpool/internal/awssim"
+	"github.com/karpool/karpool/testbed/awssim"
+	"github.com/karpool/karpool/testbed/policycheck"
 )
 
 const nodeRole = "KarpenterNodeRole-" + cluster

@@ -1,7 +1,7 @@
 // Package aws is karpool's cloud provider for AWS: it resolves EC2NodeClass selectors, keeps
 // launch templates, launches NodeClaims with EC2 CreateFleet and finds, terminates and garbage
 // collects their instances, all through the aws-sdk-go-v2 clients. Tests point the same
-// clients at internal/awssim with a custom BaseEndpoint.
+// clients at testbed/awssim with a custom BaseEndpoint.
 package aws
 
 import (

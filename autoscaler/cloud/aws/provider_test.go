@@ -26,7 +26,7 @@ import (
 	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/cloud"
 	cloudaws "github.com/karpool/karpool/autoscaler/cloud/aws"
-	"github.com/karpool/karpool/internal/awssim"
+	"github.com/karpool/karpool/testbed/awssim"
 )
 
 const cluster = "workshop"

@@ -21,12 +21,12 @@ import (
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
+	"github.com/karpool/karpool/api/scheme"
 	cloudaws "github.com/karpool/karpool/autoscaler/cloud/aws"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/nodeclass"
-	"github.com/karpool/karpool/autoscaler/cloud/aws/policycheck"
-	"github.com/karpool/karpool/internal/awssim"
-	"github.com/karpool/karpool/internal/localenv"
-	"github.com/karpool/karpool/internal/localenv/localenvtest"
+	"github.com/karpool/karpool/testbed/awssim"
+	"github.com/karpool/karpool/testbed/localenv/localenvtest"
+	"github.com/karpool/karpool/testbed/policycheck"
 )
 
 func TestMain(m *testing.M) {
@@ -75,7 +75,7 @@ func start(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: localenv.Scheme, Logger: logr.Discard(),
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme.Scheme, Logger: logr.Discard(),
 		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
 	if err != nil {
 		t.Fatal(err)

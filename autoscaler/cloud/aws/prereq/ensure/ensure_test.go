@@ -21,7 +21,7 @@ import (
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/awserr"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/prereq"
-	"github.com/karpool/karpool/internal/awssim"
+	"github.com/karpool/karpool/testbed/awssim"
 )
 
 type fixture struct {
