@@ -14,6 +14,8 @@ COPY examples/ examples/
 COPY internal/ internal/
 COPY reconciler/ reconciler/
 COPY schema/ schema/
+# `karpool up` and `karpool awssim` run the local environment from testbed/; nothing else imports it.
+COPY testbed/ testbed/
 ARG VERSION=dev
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o out/karpool ./cmd/karpool
 

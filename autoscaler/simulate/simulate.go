@@ -9,8 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
-	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -23,6 +21,7 @@ import (
 	"github.com/karpool/karpool/autoscaler/costbound"
 	"github.com/karpool/karpool/autoscaler/scheduling"
 	"github.com/karpool/karpool/autoscaler/scheduling/workload"
+	"github.com/karpool/karpool/internal/fleet"
 )
 
 // Profiles are the workloads --generate knows.
@@ -86,29 +85,16 @@ type Unschedulable struct {
 }
 
 // PoolSummary is one NodePool's part of a report: the new nodes the engine planned in it and
-// what they hold. CPU is in millicores, memory in bytes.
+// what they hold (fleet.Pool), and the pods' cost lower bounds.
 type PoolSummary struct {
-	Name   string
-	Groups []NodeGroup // by cost, dearest first
-	Nodes  int
-	Pods   int
-	// PerHour is the nodes' price; Bound and WholePods the pods' cost lower bounds (0 when
-	// BoundErr says why there is none).
-	PerHour, Bound, WholePods float64
-	BoundErr                  string
-	ReqCPU, ReqMem            int64 // the pods' requests
-	DaemonCPU, DaemonMem      int64 // the daemonsets' requests on the new nodes
-	AllocCPU, AllocMem        int64
-	CapCPU, CapMem            int64 // capacity, which the pool's limits count
-	// LimitCPU and LimitMem are the pool's limits, -1 when it sets none.
-	LimitCPU, LimitMem int64
-}
-
-// NodeGroup is the nodes of one instance type, capacity type and zone.
-type NodeGroup struct {
-	InstanceType, CapacityType, Zone string
-	Count                            int
-	PerHour                          float64
+	fleet.Pool
+	// Bound and WholePods are the pods' cost lower bounds, 0 when BoundErr says why there is
+	// none.
+	Bound     float64 `json:"bound"`
+	WholePods float64 `json:"wholePodBound"`
+	BoundErr  string  `json:"boundError,omitempty"`
+	// DaemonCPU and DaemonMem are the daemonsets' requests on the new nodes.
+	DaemonCPU, DaemonMem int64 `json:"-"`
 }
 
 // Pools is the report per NodePool, in name order.
@@ -249,14 +235,7 @@ func newReport(in *scheduling.Input, res *scheduling.Result, region string) *Rep
 	byPool := map[string]*PoolSummary{}
 	for i := range in.Pools {
 		np := in.Pools[i].NodePool
-		pr := &PoolSummary{Name: np.Name, LimitCPU: -1, LimitMem: -1}
-		if q, ok := np.Spec.Limits[corev1.ResourceCPU]; ok {
-			pr.LimitCPU = q.MilliValue()
-		}
-		if q, ok := np.Spec.Limits[corev1.ResourceMemory]; ok {
-			pr.LimitMem = q.Value()
-		}
-		byPool[np.Name] = pr
+		byPool[np.Name] = &PoolSummary{Pool: fleet.NewPool(np)}
 	}
 	poolPods := map[string][]*corev1.Pod{}
 	for i := range res.NodeClaims {
@@ -273,29 +252,13 @@ func newReport(in *scheduling.Input, res *scheduling.Result, region string) *Rep
 		rep.NodeClaims = append(rep.NodeClaims, out)
 		rep.TotalPerHour += out.PricePerHour
 		pr := byPool[nc.Pool]
-		pr.Nodes++
+		pr.Add(fleet.Node{InstanceType: out.InstanceType, CapacityType: out.CapacityType, Zone: out.Zone, PerHour: out.PricePerHour,
+			AllocCPU: it.Allocatable[catalog.CPU], AllocMem: it.Allocatable[catalog.Memory], CapCPU: it.Capacity[catalog.CPU], CapMem: it.Capacity[catalog.Memory]})
 		pr.Pods += len(nc.Pods)
-		pr.PerHour += out.PricePerHour
 		pr.ReqCPU += nc.PodRequests[catalog.CPU]
 		pr.ReqMem += nc.PodRequests[catalog.Memory]
 		pr.DaemonCPU += nc.DaemonSetRequests[catalog.CPU]
 		pr.DaemonMem += nc.DaemonSetRequests[catalog.Memory]
-		pr.AllocCPU += it.Allocatable[catalog.CPU]
-		pr.AllocMem += it.Allocatable[catalog.Memory]
-		pr.CapCPU += it.Capacity[catalog.CPU]
-		pr.CapMem += it.Capacity[catalog.Memory]
-		found := false
-		for gi := range pr.Groups {
-			g := &pr.Groups[gi]
-			if g.InstanceType == out.InstanceType && g.CapacityType == out.CapacityType && g.Zone == out.Zone {
-				g.Count++
-				g.PerHour += out.PricePerHour
-				found = true
-			}
-		}
-		if !found {
-			pr.Groups = append(pr.Groups, NodeGroup{out.InstanceType, out.CapacityType, out.Zone, 1, out.PricePerHour})
-		}
 		poolPods[nc.Pool] = append(poolPods[nc.Pool], nc.Pods...)
 	}
 	for _, b := range res.Placements() {
@@ -320,12 +283,7 @@ func newReport(in *scheduling.Input, res *scheduling.Result, region string) *Rep
 				rep.WholePodBoundPerHour += w
 			}
 		}
-		sort.SliceStable(pr.Groups, func(a, b int) bool {
-			if pr.Groups[a].PerHour != pr.Groups[b].PerHour {
-				return pr.Groups[a].PerHour > pr.Groups[b].PerHour
-			}
-			return pr.Groups[a].InstanceType < pr.Groups[b].InstanceType
-		})
+		pr.Sort()
 		rep.pools = append(rep.pools, *pr)
 	}
 	return rep
@@ -408,20 +366,20 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, "no new nodes\n")
 			continue
 		}
-		fmt.Fprintf(&b, "%d new node(s) for %d pod(s), %s/h (%s/month)\n", p.Nodes, p.Pods, money(p.PerHour), monthly(p.PerHour))
+		fmt.Fprintf(&b, "%d new node(s) for %d pod(s), %s/h (%s/month)\n", p.Nodes, p.Pods, fleet.Hourly(p.PerHour), fleet.Monthly(p.PerHour))
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 		for _, g := range p.Groups {
-			fmt.Fprintf(tw, "  %d ×\t%s\t%s\t%s\t%s/h\n", g.Count, g.InstanceType, g.CapacityType, g.Zone, money(g.PerHour))
+			fmt.Fprintf(tw, "  %d ×\t%s\t%s\t%s\t%s/h\n", g.Count, g.InstanceType, g.CapacityType, g.Zone, fleet.Hourly(g.PerHour))
 		}
 		tw.Flush()
 		fmt.Fprintf(&b, "  cpu:    %s requested + %s daemonsets of %s allocatable (%s)\n",
-			cores(p.ReqCPU), cores(p.DaemonCPU), cores(p.AllocCPU), percent(p.ReqCPU+p.DaemonCPU, p.AllocCPU))
+			fleet.Cores(p.ReqCPU), fleet.Cores(p.DaemonCPU), fleet.Cores(p.AllocCPU), fleet.Percent(p.ReqCPU+p.DaemonCPU, p.AllocCPU))
 		fmt.Fprintf(&b, "  memory: %s requested + %s daemonsets of %s allocatable (%s)\n",
-			gib(p.ReqMem), gib(p.DaemonMem), gib(p.AllocMem), percent(p.ReqMem+p.DaemonMem, p.AllocMem))
+			fleet.GiB(p.ReqMem), fleet.GiB(p.DaemonMem), fleet.GiB(p.AllocMem), fleet.Percent(p.ReqMem+p.DaemonMem, p.AllocMem))
 		if p.BoundErr != "" {
 			fmt.Fprintf(&b, "  lower bound: not available (%s)\n", p.BoundErr)
 		} else if p.Bound > 0 {
-			fmt.Fprintf(&b, "  lower bound %s/h, cost/bound %.3f%s\n", money(p.Bound), p.PerHour/p.Bound, wholePodText(p.PerHour, p.WholePods))
+			fmt.Fprintf(&b, "  lower bound %s/h, cost/bound %.3f%s\n", fleet.Hourly(p.Bound), p.PerHour/p.Bound, wholePodText(p.PerHour, p.WholePods))
 		}
 	}
 	if len(r.Placements) > 0 {
@@ -448,9 +406,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, "  %s%s: %s\n", strings.Join(shown, ", "), more, reason)
 	}
-	fmt.Fprintf(&b, "\nTotal: %s/h (%s/month) for %d new node(s)", money(r.TotalPerHour), monthly(r.TotalPerHour), len(r.NodeClaims))
+	fmt.Fprintf(&b, "\nTotal: %s/h (%s/month) for %d new node(s)", fleet.Hourly(r.TotalPerHour), fleet.Monthly(r.TotalPerHour), len(r.NodeClaims))
 	if r.LowerBoundPerHour > 0 {
-		fmt.Fprintf(&b, "; lower bound %s/h, cost/bound %.3f%s", money(r.LowerBoundPerHour), r.TotalPerHour/r.LowerBoundPerHour, wholePodText(r.TotalPerHour, r.WholePodBoundPerHour))
+		fmt.Fprintf(&b, "; lower bound %s/h, cost/bound %.3f%s", fleet.Hourly(r.LowerBoundPerHour), r.TotalPerHour/r.LowerBoundPerHour, wholePodText(r.TotalPerHour, r.WholePodBoundPerHour))
 	}
 	b.WriteString(".\nPrices: embedded catalog (on-demand list prices; spot prices are a stale snapshot), each node with its EBS volumes; requests-based.\n")
 	_, err := io.WriteString(w, b.String())
@@ -463,39 +421,7 @@ func wholePodText(perHour, wholePods float64) string {
 	if wholePods <= 0 {
 		return ""
 	}
-	return fmt.Sprintf("; whole-pod bound %s/h, cost/whole-pod bound %.3f", money(wholePods), perHour/wholePods)
-}
-
-func monthly(perHour float64) string { return fmt.Sprintf("$%.2f", perHour*catalog.HoursPerMonth) }
-
-func money(v float64) string {
-	if v >= 10 {
-		return fmt.Sprintf("$%.2f", v)
-	}
-	return fmt.Sprintf("$%.4f", v)
-}
-
-// cores renders millicores: "1930m" below 10 cores, "976.3" above.
-func cores(m int64) string {
-	if m < 10000 {
-		return scheduling.FormatQuantity(catalog.CPU, m)
-	}
-	return strconv.FormatFloat(float64(m)/1000, 'f', 1, 64)
-}
-
-func percent(a, b int64) string {
-	if b <= 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%.0f%%", 100*float64(a)/float64(b))
-}
-
-func gib(v int64) string {
-	g := float64(v) / (1 << 30)
-	if g == math.Trunc(g) {
-		return fmt.Sprintf("%.0fGi", g)
-	}
-	return fmt.Sprintf("%.1fGi", g)
+	return fmt.Sprintf("; whole-pod bound %s/h, cost/whole-pod bound %.3f", fleet.Hourly(wholePods), perHour/wholePods)
 }
 
 func formatSeconds(s float64) string {

@@ -17,10 +17,8 @@ import (
 	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/scheduling"
 	"github.com/karpool/karpool/autoscaler/state"
+	"github.com/karpool/karpool/internal/fleet"
 )
-
-// HoursPerMonth is the month AWS bills by (730 h), as the cost reports use.
-const HoursPerMonth = 730
 
 // Node is one row.
 type Node struct {
@@ -145,7 +143,7 @@ func Build(c *state.Cluster, offering func(map[string]string) (catalog.Offering,
 		}
 		return a.Name < b.Name
 	})
-	v.PerMonth = v.PerHour * HoursPerMonth
+	v.PerMonth = v.PerHour * fleet.HoursPerMonth
 	return v
 }
 

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/karpool/karpool/internal/fleet"
 )
 
 // barWidth is the width of the cpu and memory bars, in cells.
@@ -19,9 +21,9 @@ func Render(w io.Writer, v *View) error {
 		price := "?"
 		switch {
 		case n.Priced && n.Estimated:
-			price = fmt.Sprintf("~$%.4f", n.PerHour)
+			price = "~" + fleet.Hourly(n.PerHour)
 		case n.Priced:
-			price = fmt.Sprintf("$%.4f", n.PerHour)
+			price = fleet.Hourly(n.PerHour)
 		case n.InstanceType == "":
 			price = "-"
 		}
@@ -36,9 +38,9 @@ func Render(w io.Writer, v *View) error {
 	for _, n := range v.Nodes {
 		volumes += n.VolumesPerHour
 	}
-	total := fmt.Sprintf("%d node%s  $%.4f/h  $%.2f/month (%d h)", len(v.Nodes), plural(len(v.Nodes)), v.PerHour, v.PerMonth, HoursPerMonth)
+	total := fmt.Sprintf("%d node%s  %s/h  %s/month (%d h)", len(v.Nodes), plural(len(v.Nodes)), fleet.Hourly(v.PerHour), fleet.Dollars(v.PerMonth), fleet.HoursPerMonth)
 	if volumes > 0 {
-		total += fmt.Sprintf(", EBS volumes $%.4f/h of it", volumes)
+		total += fmt.Sprintf(", EBS volumes %s/h of it", fleet.Hourly(volumes))
 	}
 	for _, n := range v.Nodes {
 		if n.Estimated {

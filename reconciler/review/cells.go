@@ -4,11 +4,10 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strconv"
 	"strings"
 
-	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/simulate"
+	"github.com/karpool/karpool/internal/fleet"
 )
 
 // The table's cells. A nil summary is a pool absent from that revision.
@@ -82,7 +81,7 @@ func costCell(s *simulate.PoolSummary) string {
 	if s == nil {
 		return "—"
 	}
-	return monthly(s.PerHour)
+	return fleet.Monthly(s.PerHour)
 }
 
 func costDiff(base, head *simulate.PoolSummary) string {
@@ -93,11 +92,11 @@ func costDiff(base, head *simulate.PoolSummary) string {
 	if head != nil {
 		h = head.PerHour
 	}
-	d := (h - b) * catalog.HoursPerMonth
+	d := (h - b) * fleet.HoursPerMonth
 	if math.Abs(d) < 0.005 {
 		return ""
 	}
-	return signed(d)
+	return fleet.Signed(d)
 }
 
 // usage is "3.9 of 5.8 (67 %)": the pods' and daemonsets' requests against allocatable.
@@ -106,9 +105,9 @@ func usage(s *simulate.PoolSummary, r resource) string {
 		return "—"
 	}
 	if r == cpu {
-		return fmt.Sprintf("%s of %s (%s)", cores(s.ReqCPU+s.DaemonCPU), cores(s.AllocCPU), percent(s.ReqCPU+s.DaemonCPU, s.AllocCPU))
+		return fmt.Sprintf("%s of %s (%s)", fleet.Cores(s.ReqCPU+s.DaemonCPU), fleet.Cores(s.AllocCPU), fleet.Percent(s.ReqCPU+s.DaemonCPU, s.AllocCPU))
 	}
-	return fmt.Sprintf("%s of %s (%s)", gib(s.ReqMem+s.DaemonMem), gib(s.AllocMem), percent(s.ReqMem+s.DaemonMem, s.AllocMem))
+	return fmt.Sprintf("%s of %s (%s)", fleet.GiB(s.ReqMem+s.DaemonMem), fleet.GiB(s.AllocMem), fleet.Percent(s.ReqMem+s.DaemonMem, s.AllocMem))
 }
 
 // headroom is what the pool's limits leave once its nodes are counted (Karpenter counts
@@ -119,10 +118,10 @@ func headroom(s *simulate.PoolSummary) string {
 	}
 	var parts []string
 	if s.LimitCPU >= 0 {
-		parts = append(parts, fmt.Sprintf("cpu %s of %s", cores(s.LimitCPU-s.CapCPU), cores(s.LimitCPU)))
+		parts = append(parts, fmt.Sprintf("cpu %s of %s", fleet.Cores(s.LimitCPU-s.CapCPU), fleet.Cores(s.LimitCPU)))
 	}
 	if s.LimitMem >= 0 {
-		parts = append(parts, fmt.Sprintf("memory %s of %s", gib(s.LimitMem-s.CapMem), gib(s.LimitMem)))
+		parts = append(parts, fmt.Sprintf("memory %s of %s", fleet.GiB(s.LimitMem-s.CapMem), fleet.GiB(s.LimitMem)))
 	}
 	if len(parts) == 0 {
 		return "no limits"
@@ -135,57 +134,6 @@ func ratio(s *simulate.PoolSummary) string {
 		return "—"
 	}
 	return fmt.Sprintf("%.2f ×", s.PerHour/s.Bound)
-}
-
-func monthly(perHour float64) string { return dollars(perHour * catalog.HoursPerMonth) }
-
-// dollars is "$1,234.56".
-func dollars(v float64) string {
-	s := strconv.FormatFloat(math.Abs(v), 'f', 2, 64)
-	whole, frac, _ := strings.Cut(s, ".")
-	for i := len(whole) - 3; i > 0; i -= 3 {
-		whole = whole[:i] + "," + whole[i:]
-	}
-	sign := ""
-	if v < 0 {
-		sign = "-"
-	}
-	return sign + "$" + whole + "." + frac
-}
-
-func signed(v float64) string {
-	if v >= 0 {
-		return "+" + dollars(v)
-	}
-	return "−" + dollars(-v)
-}
-
-// cores renders millicores as cores: "500m", "3.9", "976".
-func cores(m int64) string {
-	switch {
-	case m == 0:
-		return "0"
-	case m < 1000 && m > -1000:
-		return fmt.Sprintf("%dm", m)
-	case m%1000 == 0:
-		return strconv.FormatInt(m/1000, 10)
-	}
-	return strconv.FormatFloat(float64(m)/1000, 'f', 1, 64)
-}
-
-func gib(v int64) string {
-	g := float64(v) / (1 << 30)
-	if g == math.Trunc(g) {
-		return fmt.Sprintf("%.0fGi", g)
-	}
-	return fmt.Sprintf("%.1fGi", g)
-}
-
-func percent(a, b int64) string {
-	if b <= 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%.0f %%", 100*float64(a)/float64(b))
 }
 
 func abs(n int) int {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/karpool/karpool/autoscaler/simulate"
+	"github.com/karpool/karpool/internal/fleet"
 	"github.com/karpool/karpool/reconciler/validate"
 	"github.com/karpool/karpool/testbed/mdshape"
 )
@@ -32,8 +33,8 @@ func planOf(str func(string) string, a, b, c string, s sectionsOf) *Plan {
 		p.Base = &Side{Revision: b, Error: bc, Findings: []validate.Finding{{File: a, Object: b, Message: c}}}
 	}
 	summary := func(name string) *simulate.PoolSummary {
-		return &simulate.PoolSummary{Name: name, Nodes: 3, PerHour: 0.1, Bound: 0.1, LimitCPU: -1, LimitMem: -1, Groups: []simulate.NodeGroup{
-			{InstanceType: a, CapacityType: b, Count: 2}, {InstanceType: c, CapacityType: ab, Count: 1}}}
+		return &simulate.PoolSummary{Bound: 0.1, Pool: fleet.Pool{Name: name, Nodes: 3, PerHour: 0.1, LimitCPU: -1, LimitMem: -1, Groups: []fleet.NodeGroup{
+			{InstanceType: a, CapacityType: b, Count: 2}, {InstanceType: c, CapacityType: ab, Count: 1}}}}
 	}
 	for i, name := range []string{a, b, c, ab, bc, ca, a, b}[:1+int(s>>5)] {
 		p.Pools = append(p.Pools, PoolChange{Name: name, Base: summary(name), Head: summary([]string{c, a}[i%2])})

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/simulate"
+	"github.com/karpool/karpool/internal/fleet"
 	"github.com/karpool/karpool/internal/mdsafe"
 	"github.com/karpool/karpool/reconciler/validate"
 )
@@ -93,17 +93,17 @@ func (p *Plan) headline(code func(string) string) string {
 	case p.Failed():
 		return "**❌ The head revision does not validate: PoolSync would apply nothing.**"
 	case !p.Base.Planned():
-		return fmt.Sprintf("**Estimated node cost: %s per month** (the base revision could not be planned: %s)", monthly(p.Head.PerHour), code(clip(oneLine(p.Base.Error, p.Base.Findings), 200)))
+		return fmt.Sprintf("**Estimated node cost: %s per month** (the base revision could not be planned: %s)", fleet.Monthly(p.Head.PerHour), code(clip(oneLine(p.Base.Error, p.Base.Findings), 200)))
 	}
-	before, after := p.Base.PerHour*catalog.HoursPerMonth, p.Head.PerHour*catalog.HoursPerMonth
+	before, after := p.Base.PerHour*fleet.HoursPerMonth, p.Head.PerHour*fleet.HoursPerMonth
 	if math.Abs(after-before) < 0.005 {
-		return fmt.Sprintf("**Estimated node cost: %s per month, unchanged.**", dollars(after))
+		return fmt.Sprintf("**Estimated node cost: %s per month, unchanged.**", fleet.Dollars(after))
 	}
 	rel := ""
 	if before > 0 {
 		rel = strings.Replace(fmt.Sprintf(", %+.1f %%", 100*(after-before)/before), "-", "−", 1)
 	}
-	return fmt.Sprintf("**Estimated node cost: %s → %s per month (%s%s)**", dollars(before), dollars(after), signed(after-before), rel)
+	return fmt.Sprintf("**Estimated node cost: %s → %s per month (%s%s)**", fleet.Dollars(before), fleet.Dollars(after), fleet.Signed(after-before), rel)
 }
 
 // workloadWords says where the pods came from; text puts the workload's source and the
@@ -224,7 +224,7 @@ func (p *Plan) worstCaseSection(pg *page) {
 		pg.blockf("Not planned: %s.\n\n", mdsafe.Text(wc.Error))
 		return
 	}
-	pg.blockf("**%s per month** at the peak.\n\n", monthly(wc.PerHour))
+	pg.blockf("**%s per month** at the peak.\n\n", fleet.Monthly(wc.PerHour))
 	pg.block("| NodePool | nodes | $/month | limit headroom |\n|---|---|---|---|\n")
 	for i := range wc.Pools {
 		ps := &wc.Pools[i]
@@ -307,7 +307,7 @@ func (p *Plan) diffSection(room int) string {
 func (p *Plan) assumptions(version string) string {
 	var b strings.Builder
 	b.WriteString("<details><summary>Assumptions</summary>\n\n")
-	fmt.Fprintf(&b, "- Prices: karpool's embedded EC2 catalog for %s (on-demand list prices; spot prices are a snapshot), each node with its EBS volumes; %d hours a month.\n", mdsafe.Text(clip(p.Region, 100)), int(catalog.HoursPerMonth))
+	fmt.Fprintf(&b, "- Prices: karpool's embedded EC2 catalog for %s (on-demand list prices; spot prices are a snapshot), each node with its EBS volumes; %d hours a month.\n", mdsafe.Text(clip(p.Region, 100)), int(fleet.HoursPerMonth))
 	b.WriteString("- Sizing follows the pods' resource requests, not their usage; each revision places the whole workload on new nodes with karpool's scheduling engine.\n")
 	b.WriteString("- Replacements apply karpool's drift rules to the nodes the base revision would run.\n")
 	b.WriteString("\n</details>\n\n")

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/karpool/karpool/internal/fleet"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -133,7 +135,7 @@ func golden(t *testing.T, name string, p *Plan) string {
 	return got
 }
 
-func monthlyOf(perHour float64) string { return dollars(perHour * 730) }
+func monthlyOf(perHour float64) string { return fleet.Monthly(perHour) }
 
 // TestIncrease: seed 002's pools move from t3.small to t3.medium and raise the cpu limit. The
 // headline's numbers are the two revisions' plans, the table names both types, and drift

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/karpool/karpool/internal/fleet"
 	"github.com/karpool/karpool/internal/mdsafe"
 )
 
@@ -80,7 +81,7 @@ func (p *Plan) text() string {
 		if wc.Error != "" {
 			fmt.Fprintf(&b, "  not planned: %s\n", wc.Error)
 		} else {
-			fmt.Fprintf(&b, "  %s per month\n", monthly(wc.PerHour))
+			fmt.Fprintf(&b, "  %s per month\n", fleet.Monthly(wc.PerHour))
 			for i := range wc.Pools {
 				ps := &wc.Pools[i]
 				fmt.Fprintf(&b, "  %s: %s, %s, headroom %s\n", ps.Name, plain(nodesCell(ps, asIs)), costCell(ps), plain(headroom(ps)))

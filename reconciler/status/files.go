@@ -8,6 +8,7 @@ import (
 
 	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/scheduling"
+	"github.com/karpool/karpool/internal/fleet"
 	"github.com/karpool/karpool/internal/mdsafe"
 )
 
@@ -49,7 +50,7 @@ func (r *Report) Markdown() string {
 		fmt.Fprintf(&b, "\n## Last errors\n\n%s", mdsafe.Fence("", r.Message))
 	}
 	fmt.Fprintf(&b, "\n**%d %s, %s per hour (%s per month)**; %d pending %s.\n", r.Nodes, plural(r.Nodes, "node"),
-		money(r.PerHour), money(r.PerHour*catalog.HoursPerMonth), r.PendingPods, plural(r.PendingPods, "pod"))
+		fleet.Dollars(r.PerHour), fleet.Monthly(r.PerHour), r.PendingPods, plural(r.PendingPods, "pod"))
 	r.awsMarkdown(&b)
 	for _, p := range r.Pools {
 		fmt.Fprintf(&b, "\n## NodePool %s\n\n", mdsafe.Text(p.Name))
@@ -58,11 +59,11 @@ func (r *Report) Markdown() string {
 		} else {
 			b.WriteString("| Instance type | Capacity type | Zone | Nodes | $/hour |\n|---|---|---|---|---|\n")
 			for _, g := range p.Groups {
-				fmt.Fprintf(&b, "| %s | %s | %s | %d | %s |\n", mdsafe.Text(g.InstanceType), mdsafe.Text(g.CapacityType), mdsafe.Text(g.Zone), g.Count, money(g.PerHour))
+				fmt.Fprintf(&b, "| %s | %s | %s | %d | %s |\n", mdsafe.Text(g.InstanceType), mdsafe.Text(g.CapacityType), mdsafe.Text(g.Zone), g.Count, fleet.Dollars(g.PerHour))
 			}
 			fmt.Fprintf(&b, "\n- %d pods; cpu %s requested of %s allocatable, memory %s of %s\n", p.Pods,
 				p.Requested.CPU, p.Allocatable.CPU, p.Requested.Memory, p.Allocatable.Memory)
-			fmt.Fprintf(&b, "- %s per hour, %s per month", money(p.PerHour), money(p.PerHour*catalog.HoursPerMonth))
+			fmt.Fprintf(&b, "- %s per hour, %s per month", fleet.Dollars(p.PerHour), fleet.Monthly(p.PerHour))
 			if p.Unpriced > 0 {
 				fmt.Fprintf(&b, " (%d %s of unknown price not counted)", p.Unpriced, plural(p.Unpriced, "node"))
 			}
@@ -116,8 +117,6 @@ func headroom(p *PoolStatus) string {
 	}
 	return strings.Join(parts, ", ")
 }
-
-func money(v float64) string { return fmt.Sprintf("$%.2f", v) }
 
 func orNone(s string) string {
 	if s == "" {

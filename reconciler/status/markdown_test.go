@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
+	"github.com/karpool/karpool/internal/fleet"
 	"github.com/karpool/karpool/testbed/mdshape"
 )
 
@@ -17,9 +18,9 @@ func reportOf(str func(string) string, a, b, c, ready string) *Report {
 	a, b, c = str(a), str(b), str(c)
 	r := &Report{PoolSync: a, Path: b, AppliedRevision: c, AttemptedRevision: ab, Ready: ready, Message: bc, Nodes: 3, PerHour: 0.3}
 	r.Pools = []PoolStatus{
-		{Name: a, Nodes: 3, Groups: []NodeGroup{{InstanceType: a, CapacityType: b, Zone: c, Count: 2}, {InstanceType: ca, CapacityType: bc, Zone: ab, Count: 1}},
-			LimitCPU: -1, LimitMem: -1, Rollout: ca, Drifted: 1, Blocked: map[string]int{b: 1, ab: 2}},
-		{Name: bc, LimitCPU: 2000, LimitMem: -1, Limits: Pair{CPU: "2"}},
+		{Pool: fleet.Pool{Name: a, Nodes: 3, Groups: []fleet.NodeGroup{{InstanceType: a, CapacityType: b, Zone: c, Count: 2}, {InstanceType: ca, CapacityType: bc, Zone: ab, Count: 1}},
+			LimitCPU: -1, LimitMem: -1}, Rollout: ca, Drifted: 1, Blocked: map[string]int{b: 1, ab: 2}},
+		{Pool: fleet.Pool{Name: bc, LimitCPU: 2000, LimitMem: -1}, Limits: Pair{CPU: "2"}},
 	}
 	r.AWS = &AWSReport{AWSStatus: v1alpha1.AWSStatus{Mode: v1alpha1.AWSMode(b), Revision: c, Changes: []string{a, bc, c}, Summary: ca}, Ready: "False", Message: ab}
 	return r

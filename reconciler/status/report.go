@@ -18,6 +18,7 @@ import (
 	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/nodepool"
 	"github.com/karpool/karpool/autoscaler/scheduling"
+	"github.com/karpool/karpool/internal/fleet"
 )
 
 // Input is the cluster as the report sees it.
@@ -55,23 +56,15 @@ type Report struct {
 	pods []corev1.Pod
 }
 
-// PoolStatus is one NodePool's nodes. CPU is in millicores, memory in bytes.
+// PoolStatus is one NodePool's nodes (fleet.Pool) as the cluster runs them, with what the
+// report adds.
 type PoolStatus struct {
-	Name    string      `json:"name"`
-	Nodes   int         `json:"nodes"`
-	Groups  []NodeGroup `json:"groups"`
-	PerHour float64     `json:"perHour"`
+	fleet.Pool
 	// Unpriced counts nodes whose offering the catalog does not know.
-	Unpriced           int   `json:"unpriced,omitempty"`
-	Pods               int   `json:"pods"`
-	ReqCPU, ReqMem     int64 `json:"-"`
-	AllocCPU, AllocMem int64 `json:"-"`
-	CapCPU, CapMem     int64 `json:"-"`
-	// LimitCPU and LimitMem are the pool's limits, -1 when it sets none.
-	LimitCPU, LimitMem int64 `json:"-"`
-	Requested          Pair  `json:"requested"`
-	Allocatable        Pair  `json:"allocatable"`
-	Limits             Pair  `json:"limits"`
+	Unpriced    int  `json:"unpriced,omitempty"`
+	Requested   Pair `json:"requested"`
+	Allocatable Pair `json:"allocatable"`
+	Limits      Pair `json:"limits"`
 	// Rollout is the RolledOut condition's message ("" when the pool has none).
 	Rollout string `json:"rollout,omitempty"`
 	// Drifted counts nodes marked Drifted; Blocked counts, by reason, the nodes that
@@ -91,15 +84,6 @@ type AWSReport struct {
 type Pair struct {
 	CPU    string `json:"cpu,omitempty"`
 	Memory string `json:"memory,omitempty"`
-}
-
-// NodeGroup is the nodes of one instance type, capacity type and zone.
-type NodeGroup struct {
-	InstanceType string  `json:"instanceType"`
-	CapacityType string  `json:"capacityType"`
-	Zone         string  `json:"zone"`
-	Count        int     `json:"count"`
-	PerHour      float64 `json:"perHour"`
 }
 
 // Build makes the report of one PoolSync.
@@ -166,13 +150,7 @@ func Build(in Input) *Report {
 }
 
 func poolStatus(np *karpv1.NodePool) *PoolStatus {
-	p := &PoolStatus{Name: np.Name, LimitCPU: -1, LimitMem: -1, Groups: []NodeGroup{}}
-	if q, ok := np.Spec.Limits[corev1.ResourceCPU]; ok {
-		p.LimitCPU = q.MilliValue()
-	}
-	if q, ok := np.Spec.Limits[corev1.ResourceMemory]; ok {
-		p.LimitMem = q.Value()
-	}
+	p := &PoolStatus{Pool: fleet.NewPool(np)}
 	if c := meta(np.Status.Conditions, nodepool.ConditionTypeRolledOut); c != nil {
 		p.Rollout = c.Message
 	}
@@ -181,31 +159,15 @@ func poolStatus(np *karpv1.NodePool) *PoolStatus {
 
 // addClaim counts a NodeClaim in its pool: its group, price, resources and disruption state.
 func addClaim(p *PoolStatus, nc *karpv1.NodeClaim, price func(map[string]string) (float64, bool)) {
-	p.Nodes++
-	g := NodeGroup{InstanceType: nc.Labels[corev1.LabelInstanceTypeStable], CapacityType: nc.Labels[karpv1.LabelCapacityType],
-		Zone: nc.Labels[corev1.LabelTopologyZone], Count: 1}
+	n := fleet.Node{InstanceType: nc.Labels[corev1.LabelInstanceTypeStable], CapacityType: nc.Labels[karpv1.LabelCapacityType],
+		Zone: nc.Labels[corev1.LabelTopologyZone], AllocCPU: nc.Status.Allocatable.Cpu().MilliValue(), AllocMem: nc.Status.Allocatable.Memory().Value(),
+		CapCPU: nc.Status.Capacity.Cpu().MilliValue(), CapMem: nc.Status.Capacity.Memory().Value()}
 	if v, ok := price(nc.Labels); ok {
-		g.PerHour = v
+		n.PerHour = v
 	} else {
 		p.Unpriced++
 	}
-	p.PerHour += g.PerHour
-	found := false
-	for i := range p.Groups {
-		q := &p.Groups[i]
-		if q.InstanceType == g.InstanceType && q.CapacityType == g.CapacityType && q.Zone == g.Zone {
-			q.Count++
-			q.PerHour += g.PerHour
-			found = true
-		}
-	}
-	if !found {
-		p.Groups = append(p.Groups, g)
-	}
-	p.AllocCPU += nc.Status.Allocatable.Cpu().MilliValue()
-	p.AllocMem += nc.Status.Allocatable.Memory().Value()
-	p.CapCPU += nc.Status.Capacity.Cpu().MilliValue()
-	p.CapMem += nc.Status.Capacity.Memory().Value()
+	p.Add(n)
 	for _, c := range nc.Status.Conditions {
 		switch {
 		case c.Type == karpv1.ConditionTypeDrifted && c.Status == metav1.ConditionTrue:
@@ -221,16 +183,7 @@ func addClaim(p *PoolStatus, nc *karpv1.NodeClaim, price func(map[string]string)
 
 // finish orders the groups and fills the JSON quantities.
 func finish(p *PoolStatus) {
-	sort.Slice(p.Groups, func(i, j int) bool {
-		a, b := p.Groups[i], p.Groups[j]
-		if a.InstanceType != b.InstanceType {
-			return a.InstanceType < b.InstanceType
-		}
-		if a.CapacityType != b.CapacityType {
-			return a.CapacityType < b.CapacityType
-		}
-		return a.Zone < b.Zone
-	})
+	p.Sort()
 	p.Requested = Pair{CPU: scheduling.FormatQuantity(catalog.CPU, p.ReqCPU), Memory: scheduling.FormatQuantity(catalog.Memory, p.ReqMem)}
 	p.Allocatable = Pair{CPU: scheduling.FormatQuantity(catalog.CPU, p.AllocCPU), Memory: scheduling.FormatQuantity(catalog.Memory, p.AllocMem)}
 	if p.LimitCPU >= 0 {
