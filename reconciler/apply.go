@@ -23,7 +23,7 @@ import (
 
 	karpenterv1 "github.com/karpool/karpool/api/karpenter/v1"
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
-	"github.com/karpool/karpool/reconciler/build"
+	"github.com/karpool/karpool/manifests/build"
 )
 
 // takenOverManagers are field managers whose fields karpool takes over before applying, as Flux

@@ -15,7 +15,7 @@ import (
 	"github.com/karpool/karpool/autoscaler/cloud/aws/prereq"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/prereq/ensure"
 	"github.com/karpool/karpool/autoscaler/simulate"
-	"github.com/karpool/karpool/reconciler/build"
+	"github.com/karpool/karpool/manifests/build"
 )
 
 // AWSReady reasons, and the event reasons of AWS changes.

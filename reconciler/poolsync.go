@@ -39,9 +39,9 @@ import (
 
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
 	"github.com/karpool/karpool/internal/redact"
+	"github.com/karpool/karpool/manifests/validate"
 	"github.com/karpool/karpool/reconciler/source"
 	"github.com/karpool/karpool/reconciler/status"
-	"github.com/karpool/karpool/reconciler/validate"
 )
 
 const (

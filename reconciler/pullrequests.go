@@ -14,7 +14,7 @@ import (
 	"github.com/karpool/karpool/autoscaler/cloud/aws/prereq/ensure"
 	"github.com/karpool/karpool/autoscaler/simulate"
 	"github.com/karpool/karpool/internal/redact"
-	"github.com/karpool/karpool/reconciler/build"
+	"github.com/karpool/karpool/manifests/build"
 	"github.com/karpool/karpool/reconciler/forge"
 	"github.com/karpool/karpool/reconciler/review"
 	"github.com/karpool/karpool/reconciler/source"

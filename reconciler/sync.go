@@ -18,9 +18,9 @@ import (
 
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
 	"github.com/karpool/karpool/internal/redact"
-	"github.com/karpool/karpool/reconciler/build"
+	"github.com/karpool/karpool/manifests/build"
+	"github.com/karpool/karpool/manifests/validate"
 	"github.com/karpool/karpool/reconciler/source"
-	"github.com/karpool/karpool/reconciler/validate"
 )
 
 // shownFindings is how many validation findings a condition message spells out; the event

@@ -27,9 +27,9 @@ import (
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/autoscaler/scheduling"
-	"github.com/karpool/karpool/reconciler/build"
-	"github.com/karpool/karpool/reconciler/build/confined"
-	"github.com/karpool/karpool/reconciler/validate"
+	"github.com/karpool/karpool/manifests/build"
+	"github.com/karpool/karpool/manifests/build/confined"
+	"github.com/karpool/karpool/manifests/validate"
 )
 
 // doc is one built object (reconciler/build: kustomize or plain YAML) with where it came from.

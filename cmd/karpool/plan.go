@@ -16,7 +16,7 @@ import (
 
 	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/simulate"
-	"github.com/karpool/karpool/reconciler/build"
+	"github.com/karpool/karpool/manifests/build"
 	"github.com/karpool/karpool/reconciler/review"
 	"github.com/karpool/karpool/reconciler/source"
 	"github.com/karpool/karpool/reconciler/status"

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/karpool/karpool/reconciler/build"
-	"github.com/karpool/karpool/reconciler/build/confined"
+	"github.com/karpool/karpool/manifests/build"
+	"github.com/karpool/karpool/manifests/build/confined"
 )
 
 // usageError marks a mistake in how karpool was called, which exits 2 (as opposed to 1 for

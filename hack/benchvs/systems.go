@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/karpool/karpool/config/crd"
-	"github.com/karpool/karpool/reconciler/build"
+	"github.com/karpool/karpool/manifests/build"
 	"github.com/karpool/karpool/testbed/awssim"
 	"github.com/karpool/karpool/testbed/localenv"
 )

@@ -18,7 +18,7 @@ import (
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
 	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/simulate"
-	"github.com/karpool/karpool/reconciler/build"
+	"github.com/karpool/karpool/manifests/build"
 	"github.com/karpool/karpool/reconciler/status"
 	"github.com/karpool/karpool/testbed/gittest"
 )

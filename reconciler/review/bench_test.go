@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/karpool/karpool/autoscaler/simulate"
-	"github.com/karpool/karpool/reconciler/build"
+	"github.com/karpool/karpool/manifests/build"
 )
 
 // families are the instance types the benchmark's pools choose from, one per pool.

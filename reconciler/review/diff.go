@@ -6,7 +6,7 @@ import (
 	"github.com/pmezard/go-difflib/difflib"
 	sigsyaml "sigs.k8s.io/yaml"
 
-	"github.com/karpool/karpool/reconciler/build"
+	"github.com/karpool/karpool/manifests/build"
 )
 
 // ObjectChange is one rendered object that the change adds, removes or changes.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/karpool/karpool/autoscaler/simulate"
 	"github.com/karpool/karpool/internal/fleet"
-	"github.com/karpool/karpool/reconciler/validate"
+	"github.com/karpool/karpool/manifests/validate"
 	"github.com/karpool/karpool/testbed/mdshape"
 )
 

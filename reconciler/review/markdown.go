@@ -10,7 +10,7 @@ import (
 	"github.com/karpool/karpool/autoscaler/simulate"
 	"github.com/karpool/karpool/internal/fleet"
 	"github.com/karpool/karpool/internal/mdsafe"
-	"github.com/karpool/karpool/reconciler/validate"
+	"github.com/karpool/karpool/manifests/validate"
 )
 
 // Marker starts every comment karpool writes, so that the one sticky comment of a pull

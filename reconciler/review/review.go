@@ -21,8 +21,8 @@ import (
 	"github.com/karpool/karpool/autoscaler/disruption"
 	"github.com/karpool/karpool/autoscaler/simulate"
 	"github.com/karpool/karpool/internal/redact"
-	"github.com/karpool/karpool/reconciler/build"
-	"github.com/karpool/karpool/reconciler/validate"
+	"github.com/karpool/karpool/manifests/build"
+	"github.com/karpool/karpool/manifests/validate"
 )
 
 // Tree is one revision of the repository.

@@ -28,7 +28,7 @@ import (
 	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/karpool/karpool/internal/redact"
-	"github.com/karpool/karpool/reconciler/build/confined"
+	"github.com/karpool/karpool/manifests/build/confined"
 )
 
 // DefaultBranch is followed when a Ref names nothing.

@@ -8,7 +8,7 @@ import (
 
 	sigsyaml "sigs.k8s.io/yaml"
 
-	"github.com/karpool/karpool/reconciler/build"
+	"github.com/karpool/karpool/manifests/build"
 	"github.com/karpool/karpool/schema"
 )
 

@@ -18,7 +18,7 @@ import (
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/internal/migrate"
-	"github.com/karpool/karpool/reconciler/build"
+	"github.com/karpool/karpool/manifests/build"
 )
 
 // WorkloadFieldManager owns the fields of the workload up applies, as "kubectl" does for

@@ -12,7 +12,7 @@ import (
 	karpenterv1 "github.com/karpool/karpool/api/karpenter/v1"
 	karpenterawsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/api/scheme"
-	"github.com/karpool/karpool/reconciler/build"
+	"github.com/karpool/karpool/manifests/build"
 )
 
 // Types decodes NodePools, NodeClaims and EC2NodeClasses strictly into karpool's Go types, which

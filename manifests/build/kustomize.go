@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/api/types"
 
-	"github.com/karpool/karpool/reconciler/build/confined"
+	"github.com/karpool/karpool/manifests/build/confined"
 )
 
 const originAnnotation = "config.kubernetes.io/origin"

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/karpool/karpool/reconciler/build"
+	"github.com/karpool/karpool/manifests/build"
 	"github.com/karpool/karpool/schema"
 )
 

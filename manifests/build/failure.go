@@ -7,7 +7,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/karpool/karpool/reconciler/build/confined"
+	"github.com/karpool/karpool/manifests/build/confined"
 )
 
 // buildError turns a failed confined build into an error at the file and line at fault.

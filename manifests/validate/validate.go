@@ -14,7 +14,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/karpool/karpool/reconciler/build"
+	"github.com/karpool/karpool/manifests/build"
 )
 
 // Finding is one problem of one object.

@@ -10,7 +10,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/karpool/karpool/reconciler/build/confined"
+	"github.com/karpool/karpool/manifests/build/confined"
 )
 
 // repo is read access to the files of one repository, by slash-separated path relative to its

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/karpool/karpool/reconciler/build"
+	"github.com/karpool/karpool/manifests/build"
 	"github.com/karpool/karpool/testbed/localenv/localenvtest"
 )
 

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/karpool/karpool/reconciler/build/confined"
+	"github.com/karpool/karpool/manifests/build/confined"
 )
 
 // hostileKustomizations reach for something outside the repository through every field

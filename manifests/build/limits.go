@@ -3,7 +3,7 @@ package build
 import (
 	"context"
 
-	"github.com/karpool/karpool/reconciler/build/confined"
+	"github.com/karpool/karpool/manifests/build/confined"
 )
 
 type limitsKey struct{}
