@@ -12,6 +12,7 @@ COPY cmd/ cmd/
 COPY config/ config/
 COPY examples/ examples/
 COPY internal/ internal/
+COPY manifests/ manifests/
 COPY reconciler/ reconciler/
 COPY schema/ schema/
 # `karpool up` and `karpool awssim` run the local environment from testbed/; nothing else imports it.

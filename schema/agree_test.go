@@ -21,6 +21,7 @@ import (
 	karpenterawsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	karpoolv1alpha1 "github.com/karpool/karpool/api/karpool/v1alpha1"
 	"github.com/karpool/karpool/config/crd"
+	"github.com/karpool/karpool/manifests"
 	"github.com/karpool/karpool/schema"
 )
 
@@ -47,7 +48,7 @@ func loadValidCorpus(t *testing.T, s *schema.Schema) []validDocument {
 	var docs []validDocument
 	for _, f := range files {
 		data := mustRead(t, f)
-		res, err := s.ValidateFile(f, data, schema.DefaultLimits)
+		res, err := s.ValidateFile(f, data, manifests.DefaultLimits)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +62,7 @@ func loadValidCorpus(t *testing.T, s *schema.Schema) []validDocument {
 			if !schema.Known(d.APIVersion, d.Kind) || !res.CheckedDocs[d.Index] {
 				continue
 			}
-			v, err := s.Unified(d, schema.DefaultLimits)
+			v, err := s.Unified(d, manifests.DefaultLimits)
 			if err != nil {
 				t.Fatalf("%s#%d: %v", f, d.Index, err)
 			}
@@ -69,7 +70,7 @@ func loadValidCorpus(t *testing.T, s *schema.Schema) []validDocument {
 			if err != nil {
 				t.Fatalf("%s#%d: %v", f, d.Index, err)
 			}
-			obj, err := d.Object(schema.DefaultLimits)
+			obj, err := d.Object(manifests.DefaultLimits)
 			if err != nil {
 				t.Fatal(err)
 			}

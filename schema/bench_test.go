@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/karpool/karpool/manifests"
 	"github.com/karpool/karpool/schema"
 )
 
@@ -83,7 +84,7 @@ func BenchmarkVet10k(b *testing.B) {
 		n = 1000
 	}
 	data := nodePools(n)
-	lim := schema.DefaultLimits
+	lim := manifests.DefaultLimits
 	lim.MaxBytes = 64 << 20 // the 10k-document stream is 11 MB
 	pool, err := schema.NewPool(0)
 	if err != nil {
@@ -126,7 +127,7 @@ func BenchmarkVetOneSchema(b *testing.B) {
 			s.Memoize = memo
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				res, err := s.ValidateFile("pools.yaml", data, schema.DefaultLimits)
+				res, err := s.ValidateFile("pools.yaml", data, manifests.DefaultLimits)
 				if err != nil || res.Checked != n || len(res.Findings) != 0 {
 					b.Fatalf("checked %d, findings %v, %v", res.Checked, res.Findings, err)
 				}

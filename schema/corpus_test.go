@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/karpool/karpool/manifests"
 	"github.com/karpool/karpool/schema"
 )
 
@@ -105,7 +106,7 @@ func TestInvalidCorpusRejectedBySchema(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(strings.TrimSuffix(strings.TrimPrefix(c.File, "testdata/invalid/"), ".yaml"), func(t *testing.T) {
-			res, err := s.ValidateFile(c.File, c.Data, schema.DefaultLimits)
+			res, err := s.ValidateFile(c.File, c.Data, manifests.DefaultLimits)
 			if err != nil {
 				t.Fatal(err)
 			}

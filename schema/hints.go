@@ -11,6 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/karpool/karpool/internal/suggest"
+	"github.com/karpool/karpool/manifests"
 )
 
 // Some rules are reported by the schema on the struct holding the field they are about: rules on
@@ -173,13 +174,13 @@ func boundHint(kind, c string) string {
 }
 
 // siblingString returns the string value of field name in the struct at path, if any.
-func siblingString(d *Document, path []string, name string) string {
-	n, matched := d.lookup(append(path[:len(path):len(path)], name))
+func siblingString(d *manifests.Document, path []string, name string) string {
+	n, matched := d.Lookup(append(path[:len(path):len(path)], name))
 	if matched != len(path)+1 {
 		return ""
 	}
-	if n.node.Kind == yaml.ScalarNode {
-		return n.node.Value
+	if n.Node.Kind == yaml.ScalarNode {
+		return n.Node.Value
 	}
 	return ""
 }
@@ -224,7 +225,7 @@ var patternHints = map[string]string{
 
 // explain turns a CUE error message into the message and fix hint a user reads. It may extend
 // path (for errors reported on a parent), which is why it takes a pointer.
-func explain(s *Schema, d *Document, path *[]string, present bool, msg string, x *yaml.Node) (string, string) {
+func explain(s *Schema, d *manifests.Document, path *[]string, present bool, msg string, x *yaml.Node) (string, string) {
 	last := ""
 	if n := len(*path); n > 0 {
 		last = (*path)[n-1]
@@ -360,7 +361,7 @@ var requiredExamples = map[string]string{
 
 // unknownFieldHint lists the fields allowed where an unknown one was found, with the closest
 // one first when the unknown field looks like a misspelling.
-func unknownFieldHint(s *Schema, d *Document, path []string) string {
+func unknownFieldHint(s *Schema, d *manifests.Document, path []string) string {
 	if len(path) == 0 {
 		return ""
 	}

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/karpool/karpool/manifests"
 	"github.com/karpool/karpool/schema"
 )
 
@@ -32,11 +33,11 @@ func TestMemoizedValidationAgrees(t *testing.T) {
 		data := mustRead(t, f)
 		// Twice through the memoizing schema: the second time answers from the cache.
 		for pass := 0; pass < 2; pass++ {
-			a, err := whole.ValidateFile(f, data, schema.DefaultLimits)
+			a, err := whole.ValidateFile(f, data, manifests.DefaultLimits)
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := memo.ValidateFile(f, data, schema.DefaultLimits)
+			b, err := memo.ValidateFile(f, data, manifests.DefaultLimits)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -8,6 +8,7 @@ import (
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/prereq"
+	"github.com/karpool/karpool/manifests"
 )
 
 var instanceProfilePattern = regexp.MustCompile(prereq.InstanceProfilePattern)
@@ -18,7 +19,7 @@ var instanceProfilePattern = regexp.MustCompile(prereq.InstanceProfilePattern)
 
 // goRules returns the findings of the Go rules for a document that the CUE schema checked.
 // reported holds the field paths the schema already reported, which are not reported twice.
-func goRules(d *Document, obj any, reported map[string]bool) Findings {
+func goRules(d *manifests.Document, obj any, reported map[string]bool) Findings {
 	switch d.APIVersion + "|" + d.Kind {
 	case "karpenter.sh/v1|NodePool":
 		return budgetSchedules(d, obj, reported)
@@ -35,7 +36,7 @@ func goRules(d *Document, obj any, reported map[string]bool) Findings {
 // than refuses, as the profile reaches no policy karpool renders, and manifests kept in
 // Terraform heredocs hold placeholders there (${aws_iam_instance_profile.NAME.name}, seed 002).
 // spec.role, which the controller policy names, is refused by the CUE schema (#IAMRole).
-func instanceProfileName(d *Document, obj any, reported map[string]bool) Findings {
+func instanceProfileName(d *manifests.Document, obj any, reported map[string]bool) Findings {
 	path := []string{"spec", "instanceProfile"}
 	els := elementsAt(obj, path, nil)
 	if len(els) == 0 || reported[FieldPath(path)] {
@@ -45,13 +46,13 @@ func instanceProfileName(d *Document, obj any, reported map[string]bool) Finding
 	if !ok || instanceProfilePattern.MatchString(profile) {
 		return nil
 	}
-	return Findings{d.At(path, Warning, "instance-profile", "instanceProfile is not an instance profile name, so Karpenter cannot launch with it",
+	return Findings{At(d, path, Warning, "instance-profile", "instanceProfile is not an instance profile name, so Karpenter cannot launch with it",
 		"name an existing instance profile: 1 to 128 letters, digits and + = , . @ _ -, without a path; no * ? or ${")}
 }
 
 // semverRange checks a PoolSync's spec.ref.semver the way the source reads it, as Flux's
 // source-controller does: a Masterminds semver constraint (^1.2, ~1.2.3, >=1.0.0 <2.0.0, 1.x).
-func semverRange(d *Document, obj any, reported map[string]bool) Findings {
+func semverRange(d *manifests.Document, obj any, reported map[string]bool) Findings {
 	path := []string{"spec", "ref", "semver"}
 	els := elementsAt(obj, path, nil)
 	if len(els) == 0 || reported[FieldPath(path)] {
@@ -62,7 +63,7 @@ func semverRange(d *Document, obj any, reported map[string]bool) Findings {
 		return nil
 	}
 	if _, err := semver.NewConstraint(rng); err != nil {
-		return Findings{d.At(path, Error, "semver", fmt.Sprintf("semver is not a version range: %v", err),
+		return Findings{At(d, path, Error, "semver", fmt.Sprintf("semver is not a version range: %v", err),
 			`write a range as Flux does, like "^1.2", "~1.2.3" or ">=1.0.0 <2.0.0"`)}
 	}
 	return nil
@@ -73,7 +74,7 @@ func semverRange(d *Document, obj any, reported map[string]bool) Findings {
 // prefixed with TZ=UTC. The CRD's pattern only counts fields, so the API server accepts
 // "99 99 * * funday", and Karpenter then fails closed on the budget: it blocks every
 // disruption of the pool, logging an invariant violation.
-func budgetSchedules(d *Document, obj any, reported map[string]bool) Findings {
+func budgetSchedules(d *manifests.Document, obj any, reported map[string]bool) Findings {
 	var fs Findings
 	for _, el := range elementsAt(obj, []string{"spec", "disruption", "budgets", "*", "schedule"}, nil) {
 		schedule, ok := el.value.(string)
@@ -81,7 +82,7 @@ func budgetSchedules(d *Document, obj any, reported map[string]bool) Findings {
 			continue
 		}
 		if err := ParseSchedule(schedule); err != nil {
-			fs = append(fs, d.At(el.path, Error, "cron",
+			fs = append(fs, At(d, el.path, Error, "cron",
 				fmt.Sprintf("schedule is not a cron expression Karpenter can read: %v", err),
 				`five fields, minute (0-59) hour (0-23) day-of-month (1-31) month (1-12 or jan-dec) day-of-week (0-6 or sun-sat), like "0 9 * * mon-fri", or a macro such as @daily; it is read in UTC, without a TZ= prefix`))
 		}

@@ -27,6 +27,8 @@ import (
 	"cuelang.org/go/cue/cuecontext"
 	"cuelang.org/go/cue/errors"
 	"cuelang.org/go/cue/load"
+
+	"github.com/karpool/karpool/manifests"
 )
 
 // Sources are the schema's CUE files and its module file, as `cue vet` reads them.
@@ -198,7 +200,7 @@ func (s *Schema) Context() *cue.Context { return s.ctx }
 
 // Unified returns the document unified with its definition: what `cue export` shows, the
 // schema's defaults filled in.
-func (s *Schema) Unified(d *Document, lim Limits) (cue.Value, error) {
+func (s *Schema) Unified(d *manifests.Document, lim manifests.Limits) (cue.Value, error) {
 	def, ok := s.defs[d.APIVersion+"|"+d.Kind]
 	if !ok {
 		return cue.Value{}, fmt.Errorf("no definition for %s %s", d.APIVersion, d.Kind)
@@ -271,23 +273,23 @@ func (p *Pool) With(f func(*Schema)) {
 }
 
 // ValidateFile is [Schema.ValidateFile], with the documents of the file parsed and validated in
-// parallel. The documents of the result are released (see [Document.Release]): a stream of
+// parallel. The documents of the result are released (see [manifests.Document.Release]): a stream of
 // thousands of documents is validated in flat memory.
-func (p *Pool) ValidateFile(filename string, data []byte, lim Limits) (*Result, error) {
+func (p *Pool) ValidateFile(filename string, data []byte, lim manifests.Limits) (*Result, error) {
 	return p.ValidateFileWith(filename, data, lim, nil)
 }
 
 // Inspect is called on each document validated (checked tells whether karpool validates its
 // kind), before the document is released, to keep what the caller needs of it.
-type Inspect func(d *Document, fs Findings, checked bool) any
+type Inspect func(d *manifests.Document, fs Findings, checked bool) any
 
 // ValidateFileWith is ValidateFile that keeps, in Result.Facts, what inspect returns for each
 // document.
-func (p *Pool) ValidateFileWith(filename string, data []byte, lim Limits, inspect Inspect) (*Result, error) {
+func (p *Pool) ValidateFileWith(filename string, data []byte, lim manifests.Limits, inspect Inspect) (*Result, error) {
 	res := &Result{CheckedDocs: map[int]bool{}, Facts: map[int]any{}}
-	chunks, err := Split(filename, data, lim)
+	chunks, err := manifests.Split(filename, data, lim)
 	if err != nil {
-		res.Findings = append(res.Findings, err.(*ParseError).Finding())
+		res.Findings = append(res.Findings, errorFinding(err.(*manifests.Error)))
 		return res, nil
 	}
 	out := make([]chunkResult, len(chunks))
@@ -309,7 +311,7 @@ func (p *Pool) ValidateFileWith(filename string, data []byte, lim Limits, inspec
 
 // ValidateDocuments validates parsed documents in parallel, calls inspect (if not nil) on each,
 // releases it, and calls add for each, in the order of docs.
-func (p *Pool) ValidateDocuments(docs []*Document, lim Limits, inspect Inspect, add func(d *Document, fs Findings, checked bool, fact any)) {
+func (p *Pool) ValidateDocuments(docs []*manifests.Document, lim manifests.Limits, inspect Inspect, add func(d *manifests.Document, fs Findings, checked bool, fact any)) {
 	out := make([]chunkResult, len(docs))
 	p.parallel(len(docs), func(s *Schema, i int) {
 		fs, checked := s.ValidateDocument(docs[i], lim)
@@ -363,7 +365,7 @@ var (
 
 // ValidateDocuments checks every document of one YAML file (or stream) against the schema and
 // returns one Finding per problem, all of them, each located in the file. Documents of other
-// kinds are skipped. YAML that cannot be read, and input beyond [DefaultLimits], is reported as
+// kinds are skipped. YAML that cannot be read, and input beyond [manifests.DefaultLimits], is reported as
 // an error finding too; the error result is for failures of the validator itself.
 //
 // It compiles the schema on first use and is safe for concurrent use.
@@ -372,7 +374,7 @@ func ValidateDocuments(filename string, data []byte) (Findings, error) {
 	if sharedErr != nil {
 		return nil, sharedErr
 	}
-	res, err := shared.ValidateFile(filename, data, DefaultLimits)
+	res, err := shared.ValidateFile(filename, data, manifests.DefaultLimits)
 	if err != nil {
 		return nil, err
 	}

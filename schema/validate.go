@@ -14,13 +14,13 @@ import (
 	"cuelang.org/go/cue/literal"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/karpool/karpool/internal/yamlbound"
+	"github.com/karpool/karpool/manifests"
 )
 
 // Result is the outcome of validating one file.
 type Result struct {
 	// Documents are the file's non-empty documents, in order.
-	Documents []*Document
+	Documents []*manifests.Document
 	// Checked counts the documents validated against a definition; Skipped those of other kinds
 	// (Deployments, Kustomizations, YAML that is not a Kubernetes object at all).
 	Checked, Skipped int
@@ -34,11 +34,11 @@ type Result struct {
 // ValidateFile validates every document of a YAML file or stream. Input that is not YAML, or
 // breaks the limits, is reported as an error finding; the other documents are still validated.
 // The error result is reserved for failures of the validator itself.
-func (s *Schema) ValidateFile(filename string, data []byte, lim Limits) (*Result, error) {
+func (s *Schema) ValidateFile(filename string, data []byte, lim manifests.Limits) (*Result, error) {
 	res := &Result{CheckedDocs: map[int]bool{}, Facts: map[int]any{}}
-	chunks, err := Split(filename, data, lim)
+	chunks, err := manifests.Split(filename, data, lim)
 	if err != nil {
-		res.Findings = append(res.Findings, err.(*ParseError).Finding())
+		res.Findings = append(res.Findings, errorFinding(err.(*manifests.Error)))
 		return res, nil
 	}
 	for _, c := range chunks {
@@ -49,25 +49,25 @@ func (s *Schema) ValidateFile(filename string, data []byte, lim Limits) (*Result
 
 // chunkResult is the outcome of one document.
 type chunkResult struct {
-	doc     *Document
+	doc     *manifests.Document
 	fs      Findings
 	checked bool
 	fact    any
 }
 
-func (s *Schema) validateChunk(filename string, c Chunk, lim Limits) chunkResult {
-	d, err := ParseChunk(filename, c)
+func (s *Schema) validateChunk(filename string, c manifests.Chunk, lim manifests.Limits) chunkResult {
+	d, err := manifests.ParseChunk(filename, c)
 	if err != nil {
-		return chunkResult{fs: Findings{err.(*ParseError).Finding()}}
+		return chunkResult{fs: Findings{errorFinding(err.(*manifests.Error))}}
 	}
 	if d == nil {
 		return chunkResult{}
 	}
 	// Any document, of any kind, with the build's cap (confined.Defaults): a bomb in a document
 	// vet would skip is one a build would still read.
-	if n, worst := yamlbound.Added(d.Node, yamlbound.Max); n > yamlbound.Max {
+	if n, worst := manifests.AliasesAdded(d.Node, manifests.MaxAliasNodes); n > manifests.MaxAliasNodes {
 		return chunkResult{doc: d, checked: true, fs: Findings{{Severity: Error, Rule: "limits", File: filename, Line: worst.Line, Column: worst.Column,
-			Message: fmt.Sprintf("the YAML aliases expand to more than %d nodes: write the values out instead", yamlbound.Max)}}}
+			Message: fmt.Sprintf("the YAML aliases expand to more than %d nodes: write the values out instead", manifests.MaxAliasNodes)}}}
 	}
 	fs, checked := s.ValidateDocument(d, lim)
 	return chunkResult{doc: d, fs: fs, checked: checked}
@@ -85,7 +85,7 @@ func (res *Result) addChunk(r chunkResult) {
 	}
 }
 
-func (res *Result) add(d *Document, fs Findings, checked bool) {
+func (res *Result) add(d *manifests.Document, fs Findings, checked bool) {
 	if !checked {
 		res.Skipped++
 		return
@@ -104,7 +104,7 @@ var ourKinds = map[string]bool{
 
 // Checks reports whether karpool validates the document: it is a mapping of one of the API groups
 // karpool knows, or of one of their kinds without an apiVersion.
-func (d *Document) Checks() bool {
+func Checks(d *manifests.Document) bool {
 	if d.Root().Kind != yaml.MappingNode {
 		return false
 	}
@@ -116,17 +116,17 @@ func (d *Document) Checks() bool {
 
 // ValidateDocument checks one document. It reports checked=false for documents karpool does not
 // validate (other API groups), and otherwise the findings.
-func (s *Schema) ValidateDocument(d *Document, lim Limits) (fs Findings, checked bool) {
-	if !d.Checks() {
+func (s *Schema) ValidateDocument(d *manifests.Document, lim manifests.Limits) (fs Findings, checked bool) {
+	if !Checks(d) {
 		return nil, false
 	}
 	if _, ok := s.defs[d.APIVersion+"|"+d.Kind]; !ok {
 		return Findings{s.unsupported(d)}, true
 	}
 	obj, err := d.Object(lim)
-	var pe *ParseError
+	var pe *manifests.Error
 	if errors.As(err, &pe) {
-		f := pe.Finding()
+		f := errorFinding(pe)
 		f.Document, f.Kind, f.Name = d.Index, d.Kind, d.Name
 		return Findings{f}, true
 	} else if err != nil {
@@ -337,7 +337,7 @@ func (s *Schema) checkValue(def cue.Value, obj any) ([]rawError, error) {
 }
 
 // findings turns CUE's errors about a document into findings.
-func (s *Schema) findings(d *Document, raws []rawError) Findings {
+func (s *Schema) findings(d *manifests.Document, raws []rawError) Findings {
 	// Below an unknown field everything is unknown too; say it once.
 	var unknown []string
 	for _, r := range raws {
@@ -384,7 +384,7 @@ func (s *Schema) findings(d *Document, raws []rawError) Findings {
 
 // unsupported explains a document of a known group (or kind) that no definition checks: a retired
 // version, a mistyped kind or a missing apiVersion.
-func (s *Schema) unsupported(d *Document) Finding {
+func (s *Schema) unsupported(d *manifests.Document) Finding {
 	f := s.finding(d, []string{"apiVersion"}, "")
 	f.Rule = "unknown-kind"
 	f.Value = ""
@@ -401,9 +401,9 @@ func (s *Schema) unsupported(d *Document) Finding {
 		f.Hint = "use apiVersion: " + Groups[d.Group()]
 	default:
 		f.Path = "kind"
-		if n, p := d.lookup([]string{"kind"}); p == 1 {
-			f.Line, f.Column = n.node.Line, n.node.Column
-			f.Value = render(n.node)
+		if n, p := d.Lookup([]string{"kind"}); p == 1 {
+			f.Line, f.Column = n.Node.Line, n.Node.Column
+			f.Value = manifests.Render(n.Node)
 		}
 		var kinds []string
 		for _, def := range definitions {
@@ -433,7 +433,7 @@ func servedVersionOf(kind string) string {
 }
 
 // finding locates a problem at path in the document and explains it.
-func (s *Schema) finding(d *Document, path []string, msg string) Finding {
+func (s *Schema) finding(d *manifests.Document, path []string, msg string) Finding {
 	f := Finding{
 		Severity: Error,
 		Rule:     "schema",
@@ -442,59 +442,30 @@ func (s *Schema) finding(d *Document, path []string, msg string) Finding {
 		Kind:     d.Kind,
 		Name:     d.Name,
 	}
-	n, matched := d.lookup(path)
-	f.Message, f.Hint = explain(s, d, &path, matched == len(path), msg, n.node)
+	n, matched := d.Lookup(path)
+	f.Message, f.Hint = explain(s, d, &path, matched == len(path), msg, n.Node)
 	f.Path = FieldPath(path)
 	f.Selectors = path
 	if len(path) > matched {
 		// explain may have named a field inside the reported one.
-		n, matched = d.lookup(path)
+		n, matched = d.Lookup(path)
 	}
-	f.Line, f.Column, _ = d.position(path, n, matched, msg != "field not allowed")
+	f.Line, f.Column, _ = d.Position(path, n, matched, msg != "field not allowed")
 	if matched == len(path) && len(path) > 0 && msg != "field not allowed" {
-		if v := render(n.node); !strings.HasSuffix(v, "...") || isScalar(n.node) {
+		if v := manifests.Render(n.Node); !strings.HasSuffix(v, "...") || manifests.IsScalar(n.Node) {
 			f.Value = v
 		}
 	}
 	return f
 }
 
-// position says where a finding about path goes: a scalar where its value is, anything else
-// (and a missing field) at its key. exact is false when path is not in the document.
-func (d *Document) position(path []string, n *nodePos, matched int, atValue bool) (line, col int, exact bool) {
-	line, col = n.keyLine, n.keyCol
-	if matched == len(path) && isScalar(n.node) && atValue {
-		line, col = n.node.Line, n.node.Column
-	}
-	if line == 0 {
-		line, col = d.Line, d.Column
-	}
-	return line, col, matched == len(path)
-}
-
-// Locate returns where a finding about the field at path goes in the document, and whether the
-// field is there (if not, the position is that of its closest parent).
-func (d *Document) Locate(path []string) (line, col int, exact bool) {
-	n, matched := d.lookup(path)
-	return d.position(path, n, matched, true)
-}
-
-// Value returns the value at path as written, shortened to one line, or "" if it is absent.
-func (d *Document) Value(path []string) string {
-	n, matched := d.lookup(path)
-	if matched != len(path) {
-		return ""
-	}
-	return render(n.node)
-}
-
 // At returns a finding about the field at path of the document, located like the schema's own.
-func (d *Document) At(path []string, sev Severity, rule, msg, hint string) Finding {
+func At(d *manifests.Document, path []string, sev Severity, rule, msg, hint string) Finding {
 	line, col, exact := d.Locate(path)
 	f := Finding{Severity: sev, Rule: rule, File: d.File, Line: line, Column: col, Document: d.Index,
 		Kind: d.Kind, Name: d.Name, Path: FieldPath(path), Selectors: path, Message: msg, Hint: hint}
-	if n, matched := d.lookup(path); exact && len(path) > 0 && matched == len(path) && isScalar(n.node) {
-		f.Value = render(n.node)
+	if n, matched := d.Lookup(path); exact && len(path) > 0 && matched == len(path) && manifests.IsScalar(n.Node) {
+		f.Value = manifests.Render(n.Node)
 	}
 	return f
 }
@@ -636,4 +607,9 @@ func isSimpleKey(s string) bool {
 		}
 	}
 	return true
+}
+
+// errorFinding is a reading error as an error finding.
+func errorFinding(e *manifests.Error) Finding {
+	return Finding{Severity: Error, Rule: e.Rule, File: e.File, Line: e.Line, Column: e.Column, Message: e.Message}
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/karpool/karpool/schema"
+	"github.com/karpool/karpool/manifests"
 	"github.com/karpool/karpool/schema/vet"
 )
 
@@ -54,7 +54,7 @@ a hint. Exit status: 0 valid, 1 invalid, 2 usage or I/O error.`,
 			if !slices.Contains(vet.Formats, output) {
 				return usageError{fmt.Errorf("--output %q: want one of %s", output, strings.Join(vet.Formats, ", "))}
 			}
-			lim := schema.DefaultLimits
+			lim := manifests.DefaultLimits
 			if maxSize != "" {
 				q, err := resource.ParseQuantity(maxSize)
 				if err != nil || q.Sign() <= 0 {

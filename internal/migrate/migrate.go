@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/karpool/karpool/manifests"
 )
 
 // Input is one file to migrate.
@@ -208,7 +210,8 @@ func (m *migrator) parse(f *file) {
 			continue // only comments or blank lines
 		}
 		if err != nil {
-			m.errorf(f, c.startLine+yamlErrorLine(err)-1, "cannot parse YAML: %s", yamlErrorText(err))
+			e := manifests.SyntaxError(f.name, err)
+			m.errorf(f, c.startLine+max(e.Line, 1)-1, "%s", e.Message)
 			continue
 		}
 		var extra yaml.Node
@@ -219,33 +222,13 @@ func (m *migrator) parse(f *file) {
 		if len(n.Content) == 0 {
 			continue
 		}
-		shiftLines(&n, c.startLine-1)
+		manifests.ShiftLines(&n, c.startLine-1)
+		if e := manifests.Strict(f.name, &n); e != nil {
+			m.errorf(f, e.Line, "%s", e.Message)
+			continue
+		}
 		c.doc = yaml.NewRNode(&n)
 	}
-}
-
-// yamlErrorLine digs the line number out of a go-yaml error ("yaml: line 3: ...").
-func yamlErrorLine(err error) int {
-	var n int
-	s := err.Error()
-	if i := strings.Index(s, "line "); i >= 0 {
-		fmt.Sscanf(s[i+5:], "%d", &n)
-	}
-	if n <= 0 {
-		n = 1
-	}
-	return n
-}
-
-func yamlErrorText(err error) string {
-	s := err.Error()
-	s = strings.TrimPrefix(s, "yaml: ")
-	if strings.HasPrefix(s, "line ") {
-		if i := strings.Index(s, ": "); i >= 0 {
-			s = s[i+2:]
-		}
-	}
-	return s
 }
 
 // Kinds and API versions recognised.

@@ -9,6 +9,8 @@ import (
 
 	sjson "sigs.k8s.io/json"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/karpool/karpool/manifests"
 )
 
 // decodeStrict decodes the document into one of the legacy Go shapes, rejecting fields the old
@@ -17,7 +19,8 @@ import (
 func (m *migrator) decodeStrict(d docRef, obj any) bool {
 	var v any
 	if err := d.c.doc.YNode().Decode(&v); err != nil {
-		m.errorf(d.f, lineOf(d.c.root()), "%s %q: %s", d.kind, d.name, yamlErrorText(err))
+		e := manifests.SyntaxError(d.f.name, err)
+		m.errorf(d.f, max(e.Line, lineOf(d.c.root())), "%s %q: %s", d.kind, d.name, e.Message)
 		return false
 	}
 	data, err := json.Marshal(v)

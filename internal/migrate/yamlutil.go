@@ -238,19 +238,6 @@ func hasAlias(n *yaml.Node) *yaml.Node {
 	return nil
 }
 
-// shiftLines adds off to the line numbers of every node of the tree.
-func shiftLines(n *yaml.Node, off int) {
-	if n == nil || off == 0 {
-		return
-	}
-	if n.Line > 0 {
-		n.Line += off
-	}
-	for _, c := range n.Content {
-		shiftLines(c, off)
-	}
-}
-
 // stringMap reads a mapping of scalar keys and values.
 func stringMap(m *yaml.Node) map[string]string {
 	out := map[string]string{}

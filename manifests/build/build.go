@@ -16,16 +16,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"path"
-	"regexp"
-	"strconv"
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/karpool/karpool/manifests"
 	"github.com/karpool/karpool/manifests/build/confined"
 )
 
@@ -43,48 +41,12 @@ func (o *Object) ID() string {
 	return o.Object.GetKind() + "/" + o.Object.GetName()
 }
 
-// Error is one problem, located in a file of the repository when possible.
-type Error struct {
-	File         string
-	Line, Column int
-	Message      string
-}
-
-func (e *Error) Error() string {
-	switch {
-	case e.File == "":
-		return e.Message
-	case e.Line == 0:
-		return e.File + ": " + e.Message
-	default:
-		return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Column, e.Message)
-	}
-}
-
-// Errors is every problem a build found.
-type Errors []*Error
-
-// MaxShown is how many errors Errors.Error spells out.
-const MaxShown = 5
-
-func (es Errors) Error() string {
-	var parts []string
-	for i, e := range es {
-		if i == MaxShown {
-			parts = append(parts, fmt.Sprintf("and %d more", len(es)-MaxShown))
-			break
-		}
-		parts = append(parts, e.Error())
-	}
-	return strings.Join(parts, "; ")
-}
-
 // KustomizationFiles are the names kustomize accepts, in its order of preference.
 var KustomizationFiles = []string{"kustomization.yaml", "kustomization.yml", "Kustomization"}
 
 // Build builds the objects under dir (slash-separated, relative to the repository root; "" or
 // "." for the root) of a repository's files, within the limits of ctx (WithLimits). The error is
-// Errors when the input is at fault.
+// manifests.Errors when the input is at fault.
 func Build(ctx context.Context, files map[string][]byte, dir string) ([]*Object, error) {
 	return build(ctx, &memRepo{files: files}, dir)
 }
@@ -103,17 +65,17 @@ func BuildDir(ctx context.Context, root, dir string) ([]*Object, error) {
 func build(ctx context.Context, r repo, dir string) ([]*Object, error) {
 	dir, err := cleanDir(dir)
 	if err != nil {
-		return nil, Errors{{Message: err.Error()}}
+		return nil, manifests.Errors{{Message: err.Error()}}
 	}
 	b := newBuilder(ctx, r)
 	if !r.isDir(dir) {
 		if r.isFile(dir) {
-			return nil, Errors{{File: dir, Message: "spec.path names a file; it must name a directory"}}
+			return nil, manifests.Errors{{File: dir, Message: "spec.path names a file; it must name a directory"}}
 		}
-		return nil, Errors{{File: dir, Message: "spec.path does not exist in the repository at this revision"}}
+		return nil, manifests.Errors{{File: dir, Message: "spec.path does not exist in the repository at this revision"}}
 	}
 	var objs []*Object
-	var errs Errors
+	var errs manifests.Errors
 	if b.kustomization(dir) != "" {
 		objs, errs = b.kustomize(dir)
 	} else {
@@ -129,9 +91,9 @@ func build(ctx context.Context, r repo, dir string) ([]*Object, error) {
 }
 
 // check is what every build's objects must pass, however they were read.
-func (b *builder) check(objs []*Object) Errors {
+func (b *builder) check(objs []*Object) manifests.Errors {
 	if len(objs) > b.limits.Objects {
-		return Errors{{Message: fmt.Sprintf("the build holds %d objects, more than the %d a revision may hold", len(objs), b.limits.Objects)}}
+		return manifests.Errors{{Message: fmt.Sprintf("the build holds %d objects, more than the %d a revision may hold", len(objs), b.limits.Objects)}}
 	}
 	return append(unnamed(objs), duplicates(objs)...)
 }
@@ -169,14 +131,14 @@ func (b *builder) kustomization(dir string) string {
 
 // plain reads every YAML file under dir. A subdirectory with its own kustomization is built with
 // kustomize instead, as Flux does.
-func (b *builder) plain(dir string) ([]*Object, Errors) {
+func (b *builder) plain(dir string) ([]*Object, manifests.Errors) {
 	names := b.repo.under(dir)
 	prefix := ""
 	if dir != "" {
 		prefix = dir + "/"
 	}
 	var objs []*Object
-	var errs Errors
+	var errs manifests.Errors
 	built := map[string]bool{}
 	for _, name := range names {
 		rel := strings.TrimPrefix(name, prefix)
@@ -228,22 +190,22 @@ func hidden(rel string) bool {
 // parse splits a file into its YAML documents (root nodes), caching the result. It is the one
 // place the parent process reads YAML: within the byte caps, without following aliases past
 // the node cap, and refusing duplicate keys, which YAML readers resolve differently.
-func (b *builder) parse(name string) ([]*yaml.Node, *Error) {
+func (b *builder) parse(name string) ([]*yaml.Node, *manifests.Error) {
 	if d, ok := b.docs[name]; ok {
 		return d, nil
 	}
 	data, err := b.repo.read(name, b.limits.FileBytes)
 	switch {
 	case errors.Is(err, errTooLarge):
-		return nil, &Error{File: name, Message: fmt.Sprintf("the file is larger than the %s a build reads from one file", confined.Size(b.limits.FileBytes))}
+		return nil, &manifests.Error{File: name, Message: fmt.Sprintf("the file is larger than the %s a build reads from one file", confined.Size(b.limits.FileBytes))}
 	case err != nil:
-		return nil, &Error{File: name, Message: "cannot read the file: " + err.Error()}
+		return nil, &manifests.Error{File: name, Message: "cannot read the file: " + err.Error()}
 	}
 	if b.read += int64(len(data)); b.read > b.limits.ReadBytes {
-		return nil, &Error{File: name, Message: fmt.Sprintf("reading it takes the build past the %s a revision may hold", confined.Size(b.limits.ReadBytes))}
+		return nil, &manifests.Error{File: name, Message: fmt.Sprintf("reading it takes the build past the %s a revision may hold", confined.Size(b.limits.ReadBytes))}
 	}
 	if e := confined.CheckAliases(name, data, b.limits.AliasNodes); e != nil {
-		return nil, &Error{File: name, Line: e.Line, Column: 1, Message: e.Message}
+		return nil, &manifests.Error{File: name, Line: e.Line, Column: 1, Message: e.Message}
 	}
 	docs, perr := decodeAll(name, data)
 	if perr != nil {
@@ -254,7 +216,7 @@ func (b *builder) parse(name string) ([]*yaml.Node, *Error) {
 }
 
 // decodeAll returns the non-empty documents of a file, each checked by checkNodes.
-func decodeAll(name string, data []byte) ([]*yaml.Node, *Error) {
+func decodeAll(name string, data []byte) ([]*yaml.Node, *manifests.Error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var docs []*yaml.Node
 	for {
@@ -264,91 +226,43 @@ func decodeAll(name string, data []byte) ([]*yaml.Node, *Error) {
 			return docs, nil
 		}
 		if err != nil {
-			return nil, yamlError(name, err)
+			return nil, manifests.SyntaxError(name, err)
 		}
 		if len(n.Content) == 0 || n.Content[0].Kind == yaml.ScalarNode && n.Content[0].Tag == "!!null" {
 			continue
 		}
-		if e := checkNodes(name, n.Content[0]); e != nil {
+		if e := manifests.Strict(name, n.Content[0]); e != nil {
 			return nil, e
 		}
 		docs = append(docs, n.Content[0])
 	}
 }
 
-// checkNodes finds, anywhere below n, what YAML readers read differently: a key given twice in
-// one mapping (some keep the first, others the last) and a number that is not finite (.nan,
-// .inf), which no Kubernetes object can hold. Aliases are not followed: their targets are
-// checked where they are written.
-func checkNodes(name string, n *yaml.Node) *Error {
-	switch n.Kind {
-	case yaml.MappingNode:
-		seen := map[string]*yaml.Node{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k := n.Content[i]
-			if k.Kind != yaml.ScalarNode {
-				continue
-			}
-			if first, ok := seen[k.Value]; ok {
-				return &Error{File: name, Line: k.Line, Column: k.Column, Message: fmt.Sprintf("key %q is given twice in this mapping (first at line %d): YAML readers disagree on which one wins, so keep one", k.Value, first.Line)}
-			}
-			seen[k.Value] = k
-		}
-	case yaml.ScalarNode:
-		var f float64
-		if n.ShortTag() == "!!float" && n.Decode(&f) == nil && (math.IsNaN(f) || math.IsInf(f, 0)) {
-			return &Error{File: name, Line: n.Line, Column: n.Column, Message: fmt.Sprintf("%s is not a finite number: write a number, or quote it to make it a string", n.Value)}
-		}
-	}
-	for _, c := range n.Content {
-		if e := checkNodes(name, c); e != nil {
-			return e
-		}
-	}
-	return nil
-}
-
-var lineRE = regexp.MustCompile(`line (\d+): `)
-
-// yamlError locates a YAML syntax error, whose text carries only a line.
-func yamlError(file string, err error) *Error {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	msg = strings.TrimPrefix(msg, "unmarshal errors:\n")
-	msg = strings.TrimSpace(msg)
-	e := &Error{File: file, Message: "invalid YAML: " + msg}
-	if m := lineRE.FindStringSubmatchIndex(msg); m != nil {
-		e.Line, _ = strconv.Atoi(msg[m[2]:m[3]])
-		e.Column = 1
-		e.Message = "invalid YAML: " + msg[:m[0]] + msg[m[1]:]
-	}
-	return e
-}
-
 // objectsOf converts the documents of a plain YAML file. Documents that are not Kubernetes
 // objects (neither apiVersion nor kind) are skipped, as Flux skips them.
-func (b *builder) objectsOf(name string) ([]*Object, Errors) {
+func (b *builder) objectsOf(name string) ([]*Object, manifests.Errors) {
 	docs, perr := b.parse(name)
 	if perr != nil {
-		return nil, Errors{perr}
+		return nil, manifests.Errors{perr}
 	}
 	var objs []*Object
-	var errs Errors
+	var errs manifests.Errors
 	for _, d := range listItems(docs) {
 		src := Source{File: name, Line: d.Line, Column: d.Column, doc: d}
 		if d.Kind != yaml.MappingNode {
 			continue
 		}
-		apiVersion, kind := scalarField(d, "apiVersion"), scalarField(d, "kind")
+		apiVersion, kind := manifests.StringField(d, "apiVersion"), manifests.StringField(d, "kind")
 		if apiVersion == "" && kind == "" {
 			continue
 		}
 		if apiVersion == "" || kind == "" {
-			errs = append(errs, &Error{File: name, Line: d.Line, Column: d.Column, Message: "a Kubernetes object needs both apiVersion and kind"})
+			errs = append(errs, &manifests.Error{File: name, Line: d.Line, Column: d.Column, Message: "a Kubernetes object needs both apiVersion and kind"})
 			continue
 		}
 		u, err := toUnstructured(d)
 		if err != nil {
-			errs = append(errs, &Error{File: name, Line: d.Line, Column: d.Column, Message: err.Error()})
+			errs = append(errs, &manifests.Error{File: name, Line: d.Line, Column: d.Column, Message: err.Error()})
 			continue
 		}
 		objs = append(objs, &Object{Object: u, Source: src})
@@ -361,8 +275,8 @@ func (b *builder) objectsOf(name string) ([]*Object, Errors) {
 func listItems(docs []*yaml.Node) []*yaml.Node {
 	var out []*yaml.Node
 	for _, d := range docs {
-		items := mapValue(d, "items")
-		if d.Kind != yaml.MappingNode || !strings.HasSuffix(scalarField(d, "kind"), "List") || items == nil || items.Kind != yaml.SequenceNode {
+		items := manifests.Field(d, "items")
+		if d.Kind != yaml.MappingNode || !strings.HasSuffix(manifests.StringField(d, "kind"), "List") || items == nil || items.Kind != yaml.SequenceNode {
 			out = append(out, d)
 			continue
 		}
@@ -395,15 +309,6 @@ func inlineAliases(n *yaml.Node, budget *int) *yaml.Node {
 	return &c
 }
 
-func scalarField(m *yaml.Node, key string) string {
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key && m.Content[i+1].Kind == yaml.ScalarNode {
-			return m.Content[i+1].Value
-		}
-	}
-	return ""
-}
-
 func toUnstructured(n *yaml.Node) (*unstructured.Unstructured, error) {
 	data, err := yaml.Marshal(n)
 	if err != nil {
@@ -422,8 +327,8 @@ func toUnstructured(n *yaml.Node) (*unstructured.Unstructured, error) {
 
 // unnamed reports objects without a name. YAML 1.1, which Kubernetes' YAML reader follows, reads
 // some unquoted names (y, n, yes, no, on, off) as booleans, which leaves the name empty.
-func unnamed(objs []*Object) Errors {
-	var errs Errors
+func unnamed(objs []*Object) manifests.Errors {
+	var errs manifests.Errors
 	for _, o := range objs {
 		if o.Object.GetName() != "" {
 			continue
@@ -433,20 +338,20 @@ func unnamed(objs []*Object) Errors {
 		if _, found, _ := unstructured.NestedFieldNoCopy(o.Object.Object, "metadata", "name"); found {
 			msg = "metadata.name is not a string: quote it (YAML reads y, n, yes, no, on and off as booleans)"
 		}
-		errs = append(errs, &Error{File: o.Source.File, Line: line, Column: col, Message: o.Object.GetKind() + " " + msg})
+		errs = append(errs, &manifests.Error{File: o.Source.File, Line: line, Column: col, Message: o.Object.GetKind() + " " + msg})
 	}
 	return errs
 }
 
 // duplicates reports objects defined more than once, which would fight over the same object.
-func duplicates(objs []*Object) Errors {
+func duplicates(objs []*Object) manifests.Errors {
 	first := map[string]*Object{}
-	var errs Errors
+	var errs manifests.Errors
 	for _, o := range objs {
 		gvk := o.Object.GroupVersionKind()
 		key := gvk.Group + "/" + o.ID()
 		if prev, ok := first[key]; ok {
-			errs = append(errs, &Error{File: o.Source.File, Line: o.Source.Line, Column: o.Source.Column,
+			errs = append(errs, &manifests.Error{File: o.Source.File, Line: o.Source.Line, Column: o.Source.Column,
 				Message: fmt.Sprintf("%s is defined twice; the first definition is at %s", o.ID(), prev.Source)})
 			continue
 		}

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/karpool/karpool/manifests"
 )
 
 // workshop returns the files of examples/workshop under prefix.
@@ -147,9 +149,9 @@ func TestBuildErrorsAreLocated(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Build(ctx, c.files, c.dir)
-			errs, ok := err.(Errors)
+			errs, ok := err.(manifests.Errors)
 			if !ok {
-				t.Fatalf("got %v (%T), want Errors", err, err)
+				t.Fatalf("got %v (%T), want manifests.Errors", err, err)
 			}
 			if len(errs) != len(c.want) {
 				t.Fatalf("got %d errors (%v), want %d", len(errs), err, len(c.want))
@@ -209,7 +211,7 @@ func TestBuildSharesFilesInsideTheRepository(t *testing.T) {
 		"pools/escape2": `pools/escape2/kustomization.yaml:2:5: "../../../base" points outside the repository`,
 	} {
 		_, err := Build(ctx, files, dir)
-		if errs, ok := err.(Errors); !ok || len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), want) {
+		if errs, ok := err.(manifests.Errors); !ok || len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), want) {
 			t.Errorf("%s: got %v, want %s…", dir, err, want)
 		}
 	}

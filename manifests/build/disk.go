@@ -4,12 +4,14 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+
+	"github.com/karpool/karpool/manifests"
 )
 
 // LoadDir builds dir, a directory on disk named on a command line, exactly as PoolSync builds
 // spec.path: the repository is the Git work tree around dir (a `../` base stays readable, nothing
 // outside the tree is), or top outside one. Sources and errors name files as the user would see
-// them from where they named dir: dir joined with the path below it. The error is Errors when
+// them from where they named dir: dir joined with the path below it. The error is manifests.Errors when
 // the input is at fault.
 func LoadDir(ctx context.Context, dir, top string) ([]*Object, error) {
 	abs, err := filepath.Abs(dir)
@@ -32,7 +34,7 @@ func LoadDir(ctx context.Context, dir, top string) ([]*Object, error) {
 		}
 		return filepath.Join(dir, p)
 	}
-	if errs, ok := err.(Errors); ok {
+	if errs, ok := err.(manifests.Errors); ok {
 		for _, e := range errs {
 			e.File = show(e.File)
 		}

@@ -7,14 +7,15 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/karpool/karpool/manifests"
 	"github.com/karpool/karpool/manifests/build/confined"
 )
 
 // buildError turns a failed confined build into an error at the file and line at fault.
-func (b *builder) buildError(kfile string, err error) *Error {
+func (b *builder) buildError(kfile string, err error) *manifests.Error {
 	var ce *confined.Error
 	if !errors.As(err, &ce) {
-		return &Error{File: kfile, Message: "could not run the kustomize build: " + err.Error()}
+		return &manifests.Error{File: kfile, Message: "could not run the kustomize build: " + err.Error()}
 	}
 	switch ce.Kind {
 	case confined.Failed:
@@ -23,24 +24,24 @@ func (b *builder) buildError(kfile string, err error) *Error {
 		if e := b.locateRemote(ce); e != nil {
 			return e
 		}
-		return &Error{File: kfile, Message: ce.Message + "; karpool builds read the repository only: copy remote bases and files into the repository"}
+		return &manifests.Error{File: kfile, Message: ce.Message + "; karpool builds read the repository only: copy remote bases and files into the repository"}
 	case confined.Limit, confined.Outside:
 		if ce.File != "" {
-			e := &Error{File: ce.File, Line: ce.Line, Message: ce.Message}
+			e := &manifests.Error{File: ce.File, Line: ce.Line, Message: ce.Message}
 			if e.Line > 0 {
 				e.Column = 1
 			}
 			return e
 		}
 	}
-	return &Error{File: kfile, Message: ce.Message}
+	return &manifests.Error{File: kfile, Message: ce.Message}
 }
 
 // locateRemote finds, in the files the build read, the remote location it tried to reach:
 // the URL the build asked for when it is known, else the first value kustomize would fetch.
 // The checks before the build (remoteLocations) report these already; this covers whatever
 // they miss, so that the user still gets a line.
-func (b *builder) locateRemote(ce *confined.Error) *Error {
+func (b *builder) locateRemote(ce *confined.Error) *manifests.Error {
 	for _, want := range []string{ce.Ref, ""} {
 		for _, f := range ce.Reads {
 			data, err := b.repo.read(f, b.limits.FileBytes)
@@ -48,7 +49,7 @@ func (b *builder) locateRemote(ce *confined.Error) *Error {
 				continue
 			}
 			if line, col, loc := findRemote(string(data), want); line > 0 {
-				return &Error{File: f, Line: line, Column: col, Message: fmt.Sprintf("remote location %q: karpool builds read the repository only (no remote bases, files or URLs); copy what it points to into the repository and refer to the copy", loc)}
+				return &manifests.Error{File: f, Line: line, Column: col, Message: fmt.Sprintf("remote location %q: karpool builds read the repository only (no remote bases, files or URLs); copy what it points to into the repository and refer to the copy", loc)}
 			}
 		}
 	}
@@ -80,8 +81,8 @@ var quotedRE = regexp.MustCompile(`'([^']+)'|"([^"]+)"`)
 
 // buildFailure reports kustomize's own error, whose text carries no position, on the
 // kustomization: at the line that names what failed when the error quotes it.
-func (b *builder) buildFailure(kfile, msg string) *Error {
-	e := &Error{File: kfile, Message: "kustomize build failed: " + msg}
+func (b *builder) buildFailure(kfile, msg string) *manifests.Error {
+	e := &manifests.Error{File: kfile, Message: "kustomize build failed: " + msg}
 	data, _ := b.repo.read(kfile, b.limits.FileBytes)
 	lines := strings.Split(string(data), "\n")
 	for _, m := range quotedRE.FindAllStringSubmatch(msg, -1) {

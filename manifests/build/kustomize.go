@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/api/types"
 
+	"github.com/karpool/karpool/manifests"
 	"github.com/karpool/karpool/manifests/build/confined"
 )
 
@@ -18,27 +19,27 @@ const originAnnotation = "config.kubernetes.io/origin"
 var runKustomize = confined.Build
 
 // kustomize builds the kustomization in dir in a confined child process.
-func (b *builder) kustomize(dir string) ([]*Object, Errors) {
+func (b *builder) kustomize(dir string) ([]*Object, manifests.Errors) {
 	kfile := b.kustomization(dir)
 	if errs := b.lint(dir, map[string]bool{}); len(errs) > 0 {
 		return nil, errs
 	}
 	data, keepOrigin, err := withOriginAnnotations(b.docs[kfile][0])
 	if err != nil {
-		return nil, Errors{{File: kfile, Message: err.Error()}}
+		return nil, manifests.Errors{{File: kfile, Message: err.Error()}}
 	}
 	req := b.repo.request(dir)
 	req.Override = map[string][]byte{kfile: data}
 	req.Limits = b.limits
 	res, err := runKustomize(b.ctx, req)
 	if err != nil {
-		return nil, Errors{b.buildError(kfile, err)}
+		return nil, manifests.Errors{b.buildError(kfile, err)}
 	}
 	var objs []*Object
 	for _, o := range res.Objects {
 		u := &unstructured.Unstructured{}
 		if err := u.UnmarshalJSON(o.JSON); err != nil {
-			return nil, Errors{{File: kfile, Message: fmt.Sprintf("reading a built object: %v", err)}}
+			return nil, manifests.Errors{{File: kfile, Message: fmt.Sprintf("reading a built object: %v", err)}}
 		}
 		if !keepOrigin {
 			dropAnnotation(u, originAnnotation)
@@ -114,12 +115,12 @@ func (b *builder) sourceOf(dir, kfile string, origin confined.Object, u *unstruc
 	var best *yaml.Node
 	bestLen := -1
 	for _, d := range docs {
-		if d.Kind != yaml.MappingNode || scalarField(d, "kind") != u.GetKind() {
+		if d.Kind != yaml.MappingNode || manifests.StringField(d, "kind") != u.GetKind() {
 			continue
 		}
 		name := ""
-		if md := mapField(d, "metadata"); md != nil {
-			name = scalarField(md, "name")
+		if md := manifests.Field(d, "metadata"); md != nil {
+			name = manifests.StringField(md, "name")
 		}
 		score := 0
 		switch {
@@ -136,13 +137,4 @@ func (b *builder) sourceOf(dir, kfile string, origin confined.Object, u *unstruc
 		best = docs[0]
 	}
 	return Source{File: file, Line: best.Line, Column: best.Column, doc: best}
-}
-
-func mapField(m *yaml.Node, key string) *yaml.Node {
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key && m.Content[i+1].Kind == yaml.MappingNode {
-			return m.Content[i+1]
-		}
-	}
-	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/kustomize/api/types"
 
 	"github.com/karpool/karpool/internal/suggest"
+	"github.com/karpool/karpool/manifests"
 )
 
 // kustomizationFields are the top-level fields kustomize knows, from its own type.
@@ -35,7 +36,7 @@ var kustomizationFields = func() map[string]bool {
 }()
 
 // lint checks the kustomization in dir and, recursively, those it refers to.
-func (b *builder) lint(dir string, seen map[string]bool) Errors {
+func (b *builder) lint(dir string, seen map[string]bool) manifests.Errors {
 	if seen[dir] {
 		return nil
 	}
@@ -43,17 +44,17 @@ func (b *builder) lint(dir string, seen map[string]bool) Errors {
 	kfile := b.kustomization(dir)
 	docs, perr := b.parse(kfile)
 	if perr != nil {
-		return Errors{perr}
+		return manifests.Errors{perr}
 	}
 	if len(docs) != 1 || docs[0].Kind != yaml.MappingNode {
-		return Errors{{File: kfile, Line: 1, Column: 1, Message: "a kustomization must be a single YAML mapping"}}
+		return manifests.Errors{{File: kfile, Line: 1, Column: 1, Message: "a kustomization must be a single YAML mapping"}}
 	}
 	if errs := b.remoteLocations(dir, kfile, docs[0], seen); len(errs) > 0 {
 		return errs
 	}
-	var errs Errors
+	var errs manifests.Errors
 	at := func(n *yaml.Node, format string, args ...any) {
-		errs = append(errs, &Error{File: kfile, Line: n.Line, Column: n.Column, Message: fmt.Sprintf(format, args...)})
+		errs = append(errs, &manifests.Error{File: kfile, Line: n.Line, Column: n.Column, Message: fmt.Sprintf(format, args...)})
 	}
 	root := docs[0]
 	for i := 0; i+1 < len(root.Content); i += 2 {
@@ -107,12 +108,12 @@ func (b *builder) lint(dir string, seen map[string]bool) Errors {
 			}
 		case "replacements":
 			for _, r := range seqOf(val) {
-				if p := mapValue(r, "path"); p != nil {
+				if p := manifests.Field(r, "path"); p != nil {
 					b.lintFile(dir, p, at)
 				}
 			}
 		case "openapi":
-			if p := mapValue(val, "path"); p != nil {
+			if p := manifests.Field(val, "path"); p != nil {
 				b.lintFile(dir, p, at)
 			}
 		case "helmCharts", "helmChartInflationGenerator", "helmGlobals":
@@ -123,9 +124,9 @@ func (b *builder) lint(dir string, seen map[string]bool) Errors {
 }
 
 // lintResource checks one entry of resources, bases or components.
-func (b *builder) lintResource(dir, kfile string, n *yaml.Node, seen map[string]bool) Errors {
-	fail := func(format string, args ...any) Errors {
-		return Errors{{File: kfile, Line: n.Line, Column: n.Column, Message: fmt.Sprintf(format, args...)}}
+func (b *builder) lintResource(dir, kfile string, n *yaml.Node, seen map[string]bool) manifests.Errors {
+	fail := func(format string, args ...any) manifests.Errors {
+		return manifests.Errors{{File: kfile, Line: n.Line, Column: n.Column, Message: fmt.Sprintf(format, args...)}}
 	}
 	if n.Kind != yaml.ScalarNode || n.Value == "" {
 		return fail("expected the path of a file or directory")
@@ -136,7 +137,7 @@ func (b *builder) lintResource(dir, kfile string, n *yaml.Node, seen map[string]
 	}
 	if b.repo.isFile(p) {
 		if _, err := b.parse(p); err != nil {
-			return Errors{err}
+			return manifests.Errors{err}
 		}
 		return nil
 	}
@@ -178,16 +179,6 @@ func within(dir, name string) (p, outside string) {
 		return "", "points outside the repository"
 	}
 	return p, ""
-}
-
-// mapValue returns the value of key in a mapping node, or nil.
-func mapValue(m *yaml.Node, key string) *yaml.Node {
-	for i := 0; m.Kind == yaml.MappingNode && i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			return m.Content[i+1]
-		}
-	}
-	return nil
 }
 
 func seqOf(n *yaml.Node) []*yaml.Node {

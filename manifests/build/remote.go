@@ -8,6 +8,8 @@ import (
 
 	yaml "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/kustomize/api/resource"
+
+	"github.com/karpool/karpool/manifests"
 )
 
 // remoteLocations reports, at its file:line:col, every value of the kustomization root (in
@@ -18,8 +20,8 @@ import (
 // configurations, the files holding such configurations and the kustomizations of the
 // directories any value names are checked the same way. The build itself cannot fetch anything
 // (package confined); this is where a user learns which line to change.
-func (b *builder) remoteLocations(dir, file string, root *yaml.Node, seen map[string]bool) Errors {
-	var errs Errors
+func (b *builder) remoteLocations(dir, file string, root *yaml.Node, seen map[string]bool) manifests.Errors {
+	var errs manifests.Errors
 	followed := map[*yaml.Node]bool{}
 	var walk func(n *yaml.Node, off offset)
 	walk = func(n *yaml.Node, off offset) {
@@ -62,10 +64,10 @@ var copiedOnly = map[string]bool{"commonLabels": true, "commonAnnotations": true
 // remoteScalar checks one value: a remote location, an inline configuration, or the name of
 // a file or directory whose configuration is checked in turn. off places an inline document's
 // nodes where it sits in file.
-func (b *builder) remoteScalar(dir, file string, n *yaml.Node, off offset, walk func(*yaml.Node, offset), seen map[string]bool) Errors {
+func (b *builder) remoteScalar(dir, file string, n *yaml.Node, off offset, walk func(*yaml.Node, offset), seen map[string]bool) manifests.Errors {
 	if loc, ok := remoteValue(n.Value); ok {
 		line, col := off.at(n)
-		return Errors{{File: file, Line: line, Column: col, Message: fmt.Sprintf("remote location %q: karpool builds read the repository only (no remote bases, files or URLs); copy what it points to into the repository and refer to the copy", loc)}}
+		return manifests.Errors{{File: file, Line: line, Column: col, Message: fmt.Sprintf("remote location %q: karpool builds read the repository only (no remote bases, files or URLs); copy what it points to into the repository and refer to the copy", loc)}}
 	}
 	if strings.Contains(n.Value, "\n") {
 		// An inline generator or transformer configuration.
@@ -83,7 +85,7 @@ func (b *builder) remoteScalar(dir, file string, n *yaml.Node, off offset, walk 
 	case b.repo.isFile(p) && isYAMLName(p) && !seen["file:"+p]:
 		seen["file:"+p] = true
 		docs, _ := b.parse(p) // a file that does not parse is reported where it is used
-		var errs Errors
+		var errs manifests.Errors
 		for _, d := range docs {
 			if isConfig(d) {
 				errs = append(errs, b.remoteLocations(path.Dir(p), p, d, seen)...)
@@ -183,8 +185,8 @@ func isConfig(d *yaml.Node) bool {
 	if d.Kind != yaml.MappingNode {
 		return false
 	}
-	kind := scalarField(d, "kind")
-	return scalarField(d, "apiVersion") == "builtin" || strings.HasSuffix(kind, "Generator") ||
+	kind := manifests.StringField(d, "kind")
+	return manifests.StringField(d, "apiVersion") == "builtin" || strings.HasSuffix(kind, "Generator") ||
 		strings.HasSuffix(kind, "Transformer") || strings.HasSuffix(kind, "Validator")
 }
 

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/karpool/karpool/manifests"
 	"github.com/karpool/karpool/manifests/build"
 )
 
@@ -107,13 +108,5 @@ func All(ctx context.Context, objs []*build.Object, vs ...Validator) ([]Finding,
 
 // Summary renders the first max findings on one line, for a condition message.
 func Summary(fs []Finding, max int) string {
-	var parts []string
-	for i, f := range fs {
-		if i == max {
-			parts = append(parts, fmt.Sprintf("and %d more", len(fs)-max))
-			break
-		}
-		parts = append(parts, f.String())
-	}
-	return strings.Join(parts, "; ")
+	return manifests.JoinFirst(len(fs), max, func(i int) string { return fs[i].String() })
 }

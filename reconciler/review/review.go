@@ -21,6 +21,7 @@ import (
 	"github.com/karpool/karpool/autoscaler/disruption"
 	"github.com/karpool/karpool/autoscaler/simulate"
 	"github.com/karpool/karpool/internal/redact"
+	"github.com/karpool/karpool/manifests"
 	"github.com/karpool/karpool/manifests/build"
 	"github.com/karpool/karpool/manifests/validate"
 )
@@ -181,7 +182,7 @@ func Make(ctx context.Context, in Input) (*Plan, error) {
 func side(ctx context.Context, in Input, t Tree) (*Side, error) {
 	s := &Side{Revision: t.Revision}
 	objs, err := build.Build(ctx, t.Files, in.Path)
-	var berrs build.Errors
+	var berrs manifests.Errors
 	if errors.As(err, &berrs) {
 		s.Error = redact.Text(berrs.Error())
 		return s, nil

@@ -6,7 +6,7 @@ import (
 	"runtime/debug"
 	"testing"
 
-	"github.com/karpool/karpool/schema"
+	"github.com/karpool/karpool/manifests"
 	"github.com/karpool/karpool/schema/vet"
 )
 
@@ -21,7 +21,7 @@ func BenchmarkRun10k(b *testing.B) {
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	o := opts()
 	o.AllowExternalRefs = true
-	o.Limits = schema.Limits{MaxBytes: 64 << 20}
+	o.Limits = manifests.Limits{MaxBytes: 64 << 20}
 	for i := 0; i < b.N; i++ {
 		r, err := vet.Run(context.Background(), []string{file}, o)
 		if err != nil || r.Checked != 10_000 || len(r.Findings) != 0 {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/karpool/karpool/internal/requirements"
+	"github.com/karpool/karpool/manifests"
 	"github.com/karpool/karpool/schema"
 )
 
@@ -24,8 +25,8 @@ type facts struct {
 }
 
 // inspect takes the facts of a validated document.
-func inspect(lim schema.Limits) schema.Inspect {
-	return func(d *schema.Document, fs schema.Findings, checked bool) any {
+func inspect(lim manifests.Limits) schema.Inspect {
+	return func(d *manifests.Document, fs schema.Findings, checked bool) any {
 		if !checked {
 			return nil
 		}
@@ -84,7 +85,7 @@ func crossChecks(u *unit, opts Options) schema.Findings {
 		if prev, ok := first[k]; ok && d.Name != "" {
 			if !d.facts.errs {
 				at := prev.at([]string{"metadata", "name"})
-				emit(d, d.At([]string{"metadata", "name"}, schema.Error, "duplicate",
+				emit(d, schema.At(d.Document, []string{"metadata", "name"}, schema.Error, "duplicate",
 					fmt.Sprintf("duplicate %s %q: also defined at %s", d.Kind, d.Name, at.Location()),
 					"rename one of them; the one applied last would silently replace the other"))
 			}
@@ -120,7 +121,7 @@ func crossChecks(u *unit, opts Options) schema.Findings {
 		path := []string{"spec", "template", "spec", "nodeClassRef"}
 		switch {
 		case ref.group != "karpenter.k8s.aws" || ref.kind != "EC2NodeClass":
-			emit(p.doc, p.doc.At(append(path, "kind"), schema.Error, "nodeclassref",
+			emit(p.doc, schema.At(p.doc.Document, append(path, "kind"), schema.Error, "nodeclassref",
 				fmt.Sprintf("nodeClassRef names a %s of group %s; karpool pools use EC2NodeClasses (group karpenter.k8s.aws)", ref.kind, ref.group),
 				"point it at an EC2NodeClass, or pass --allow-external-refs if that node class is managed elsewhere"))
 		case !classes[ref.name]:
@@ -128,7 +129,7 @@ func crossChecks(u *unit, opts Options) schema.Findings {
 			if len(names) > 0 {
 				hint = fmt.Sprintf("the EC2NodeClasses here are %s; %s", quoteJoin(names), hint)
 			}
-			emit(p.doc, p.doc.At(append(path, "name"), schema.Error, "nodeclassref",
+			emit(p.doc, schema.At(p.doc.Document, append(path, "name"), schema.Error, "nodeclassref",
 				fmt.Sprintf("nodeClassRef names EC2NodeClass %q, which is not among the documents vetted", ref.name), hint))
 		}
 	}
@@ -157,7 +158,7 @@ func crossChecks(u *unit, opts Options) schema.Findings {
 				w = strconv.Itoa(a.weight)
 			}
 			at := a.doc.at([]string{"metadata", "name"})
-			emit(b.doc, b.doc.At([]string{"spec", "template", "spec", "requirements"}, schema.Warning, "overlapping-pools",
+			emit(b.doc, schema.At(b.doc.Document, []string{"spec", "template", "spec", "requirements"}, schema.Warning, "overlapping-pools",
 				fmt.Sprintf("NodePools %q and %q have the same weight (%s) and overlapping requirements (%s at %s): which one Karpenter launches for a pod both fit is not defined", b.doc.Name, a.doc.Name, w, a.doc.Name, at.Location()),
 				"give the preferred pool a higher spec.weight, or make the requirements exclusive (for example on karpenter.sh/capacity-type)"))
 			break
@@ -274,7 +275,7 @@ func getString(obj any, path ...string) string {
 
 // limitsCheck: a negative limit would stop the pool from ever launching a node. The API server
 // accepts it (a quantity may be negative), so the schema does too.
-func limitsCheck(d *schema.Document, obj any) schema.Findings {
+func limitsCheck(d *manifests.Document, obj any) schema.Findings {
 	v, ok := get(obj, "spec", "limits")
 	if !ok {
 		return nil
@@ -299,7 +300,7 @@ func limitsCheck(d *schema.Document, obj any) schema.Findings {
 			}
 		}
 		if neg {
-			fs = append(fs, d.At([]string{"spec", "limits", k}, schema.Error, "limits",
+			fs = append(fs, schema.At(d, []string{"spec", "limits", k}, schema.Error, "limits",
 				fmt.Sprintf("limit on %s is negative: the pool could never launch a node", k),
 				"use 0 to stop the pool launching nodes, or a positive limit"))
 		}
@@ -309,7 +310,7 @@ func limitsCheck(d *schema.Document, obj any) schema.Findings {
 
 // bootstrapLint: /etc/eks/bootstrap.sh is the Amazon Linux 2 way to join a cluster; AL2023 AMIs
 // do not have it (they use nodeadm and a NodeConfig).
-func bootstrapLint(d *schema.Document, obj any) (schema.Finding, bool) {
+func bootstrapLint(d *manifests.Document, obj any) (schema.Finding, bool) {
 	ud := getString(obj, "spec", "userData")
 	if !strings.Contains(ud, "/etc/eks/bootstrap.sh") {
 		return schema.Finding{}, false
@@ -325,14 +326,14 @@ func bootstrapLint(d *schema.Document, obj any) (schema.Finding, bool) {
 	if !al2023 {
 		return schema.Finding{}, false
 	}
-	return d.At([]string{"spec", "userData"}, schema.Warning, "al2023-bootstrap",
+	return schema.At(d, []string{"spec", "userData"}, schema.Warning, "al2023-bootstrap",
 		"userData runs /etc/eks/bootstrap.sh, which AL2023 AMIs do not have: they join the cluster with nodeadm, and the script would fail",
 		"on AL2023 put settings in a nodeadm NodeConfig (MIME multi-part userData), or use an AL2 AMI (alias al2@latest)"), true
 }
 
 // spotSingleTypeLint: a spot-only pool that allows one instance type draws from one spot capacity
 // pool per zone, which is often short and is interrupted all at once.
-func spotSingleTypeLint(d *schema.Document, obj any, p *pool) (schema.Finding, bool) {
+func spotSingleTypeLint(d *manifests.Document, obj any, p *pool) (schema.Finding, bool) {
 	ct := p.constraints()["karpenter.sh/capacity-type"]
 	it := p.constraints()["node.kubernetes.io/instance-type"]
 	if ct == nil || !single(ct, "spot") || it == nil || !single(it, "") {
@@ -343,21 +344,21 @@ func spotSingleTypeLint(d *schema.Document, obj any, p *pool) (schema.Finding, b
 	if i := requirementIndex(obj, "node.kubernetes.io/instance-type"); i >= 0 {
 		path = append(path, strconv.Itoa(i), "values")
 	}
-	return d.At(path, schema.Warning, "spot-single-type",
+	return schema.At(d, path, schema.Warning, "spot-single-type",
 		fmt.Sprintf("spot-only pool with a single instance type (%s): its spot capacity is often short and is interrupted all at once", types[0]),
 		"allow several instance types or families of the same size (for example with karpenter.k8s.aws/instance-category and instance-cpu), or on-demand as a fallback"), true
 }
 
 // neverWithBudgetsLint: with consolidateAfter Never nothing is consolidated, so budgets only
 // matter for drift and expiration; budgets written for consolidation are a sign of a mix-up.
-func neverWithBudgetsLint(d *schema.Document, obj any) (schema.Finding, bool) {
+func neverWithBudgetsLint(d *manifests.Document, obj any) (schema.Finding, bool) {
 	if getString(obj, "spec", "disruption", "consolidateAfter") != "Never" {
 		return schema.Finding{}, false
 	}
 	if _, ok := get(obj, "spec", "disruption", "budgets"); !ok {
 		return schema.Finding{}, false
 	}
-	return d.At([]string{"spec", "disruption", "consolidateAfter"}, schema.Warning, "never-with-budgets",
+	return schema.At(d, []string{"spec", "disruption", "consolidateAfter"}, schema.Warning, "never-with-budgets",
 		"consolidateAfter is Never, so the pool is never consolidated, yet it sets disruption budgets: they only limit drift and expiration here",
 		"drop the budgets, or set consolidateAfter to a duration (e.g. 5m) if consolidation was meant"), true
 }
@@ -405,7 +406,7 @@ func (p *pool) constraints() poolRequirements {
 	return p.built
 }
 
-func newPool(d *schema.Document, obj any) *pool {
+func newPool(d *manifests.Document, obj any) *pool {
 	p := &pool{}
 	if w, ok := get(obj, "spec", "weight"); ok {
 		if i, ok := w.(int64); ok {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/karpool/karpool/schema"
+	"github.com/karpool/karpool/manifests"
 	"github.com/karpool/karpool/schema/vet"
 )
 
@@ -33,7 +33,7 @@ func FuzzVet(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	o := opts()
-	o.Limits = schema.Limits{MaxBytes: 1 << 20}
+	o.Limits = manifests.Limits{MaxBytes: 1 << 20}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// A hang would stop the fuzzer without a verdict; crash instead, which saves the input.
 		watchdog := time.AfterFunc(hangAfter, func() { panic(fmt.Sprintf("vet still running after %v on %d bytes", hangAfter, len(data))) })

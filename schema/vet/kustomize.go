@@ -8,6 +8,7 @@ import (
 
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/karpool/karpool/manifests"
 	"github.com/karpool/karpool/manifests/build"
 	"github.com/karpool/karpool/schema"
 )
@@ -22,7 +23,7 @@ import (
 // reported at the closest field that is.
 func (r *runner) kustomize(dir, top string) error {
 	objs, err := build.LoadDir(r.ctx, dir, top)
-	var errs build.Errors
+	var errs manifests.Errors
 	if errors.As(err, &errs) {
 		for _, e := range errs {
 			r.report.Findings = append(r.report.Findings, schema.Finding{Severity: schema.Error, Rule: "kustomize",
@@ -36,14 +37,14 @@ func (r *runner) kustomize(dir, top string) error {
 	u := &unit{}
 	r.units = append(r.units, u)
 	files := map[string]bool{}
-	var docs []*schema.Document
+	var docs []*manifests.Document
 	var sources []build.Source
 	for i, o := range objs {
 		data, err := sigsyaml.Marshal(o.Object.Object)
 		if err != nil {
 			return &InputError{err}
 		}
-		d, err := schema.ParseChunk(o.Source.File, schema.Chunk{Index: i + 1, Line: 1, Data: data})
+		d, err := manifests.ParseChunk(o.Source.File, manifests.Chunk{Index: i + 1, Line: 1, Data: data})
 		if err != nil || d == nil {
 			continue
 		}
@@ -53,7 +54,7 @@ func (r *runner) kustomize(dir, top string) error {
 	}
 	r.report.Files += 1 + len(files) // the kustomization and the sources of its resources
 	i := 0
-	r.pool.ValidateDocuments(docs, r.lim, inspect(r.lim), func(d *schema.Document, fs schema.Findings, checked bool, fact any) {
+	r.pool.ValidateDocuments(docs, r.lim, inspect(r.lim), func(d *manifests.Document, fs schema.Findings, checked bool, fact any) {
 		src := sources[i]
 		i++
 		if !checked {

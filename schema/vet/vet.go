@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/karpool/karpool/manifests"
 	"github.com/karpool/karpool/schema"
 )
 
@@ -25,8 +26,8 @@ type Options struct {
 	AllowExternalRefs bool
 	// Strict turns warnings (the lints) into errors.
 	Strict bool
-	// Limits bound the input; zero fields take schema.DefaultLimits.
-	Limits schema.Limits
+	// Limits bound the input; zero fields take manifests.DefaultLimits.
+	Limits manifests.Limits
 	// Workers is the number of documents validated in parallel; 0 means one per CPU.
 	Workers int
 	// Stdin is read for the path "-".
@@ -35,9 +36,9 @@ type Options struct {
 	Pool *schema.Pool
 }
 
-func (o Options) limits() schema.Limits {
+func (o Options) limits() manifests.Limits {
 	l := o.Limits
-	d := schema.DefaultLimits
+	d := manifests.DefaultLimits
 	if l.MaxBytes == 0 {
 		l.MaxBytes = d.MaxBytes
 	}
@@ -84,7 +85,7 @@ type unit struct {
 
 // doc is one document of a unit, with where to report its findings.
 type doc struct {
-	*schema.Document
+	*manifests.Document
 	// relocate maps a finding on the document to the source file (for kustomize output).
 	relocate func(schema.Finding) schema.Finding
 	facts    *facts
@@ -92,7 +93,7 @@ type doc struct {
 
 // at returns a finding location at path of the document, in its source file.
 func (d *doc) at(path []string) schema.Finding {
-	f := d.At(path, schema.Error, "", "", "")
+	f := schema.At(d.Document, path, schema.Error, "", "", "")
 	if d.relocate != nil {
 		f = d.relocate(f)
 	}
@@ -142,7 +143,7 @@ func CheckBytes(filename string, data []byte, opts Options) (*Report, error) {
 type runner struct {
 	ctx    context.Context
 	opts   Options
-	lim    schema.Limits
+	lim    manifests.Limits
 	pool   *schema.Pool
 	report *Report
 	plain  *unit

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/karpool/karpool/manifests"
 	"github.com/karpool/karpool/schema"
 	"github.com/karpool/karpool/schema/vet"
 )
@@ -108,7 +109,7 @@ func docLines(t *testing.T, file string, want ...int) func(int) (int, bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	chunks := schema.SplitDocuments(data)
+	chunks := manifests.SplitDocuments(data)
 	return func(line int) (int, bool) {
 		for _, c := range chunks {
 			end := c.Line + bytes.Count(c.Data, []byte("\n"))
@@ -429,7 +430,7 @@ func TestOutputFormats(t *testing.T) {
 func TestLimits(t *testing.T) {
 	dir := t.TempDir()
 	o := opts()
-	o.Limits = schema.Limits{MaxBytes: 1000}
+	o.Limits = manifests.Limits{MaxBytes: 1000}
 	big := write(t, dir, "big.yaml", strings.Repeat("# padding\n", 200))
 	r := run(t, o, big)
 	if got := findings(r, "limits"); len(got) != 1 {

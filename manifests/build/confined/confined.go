@@ -26,7 +26,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/karpool/karpool/internal/yamlbound"
+	"github.com/karpool/karpool/manifests"
 )
 
 // Limits bound one build.
@@ -54,7 +54,7 @@ var Defaults = Limits{
 	Objects:     20_000,
 	OutputBytes: 256 << 20,
 	Memory:      2 << 30,
-	AliasNodes:  yamlbound.Max,
+	AliasNodes:  manifests.MaxAliasNodes,
 }
 
 // WithDefaults fills every unset limit from Defaults.

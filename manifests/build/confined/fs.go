@@ -16,7 +16,7 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
-	"github.com/karpool/karpool/internal/yamlbound"
+	"github.com/karpool/karpool/manifests"
 )
 
 // guardFS is the one file system a build reads through. Every path is checked against the
@@ -273,7 +273,7 @@ func (o *overlay) ReadFile(p string) ([]byte, error) {
 }
 
 // CheckAliases refuses YAML whose aliases add more than max nodes to a document when followed
-// (yamlbound), at the alias where the count passes it. Content that is not YAML is left to its
+// (manifests.AliasesAdded), at the alias where the count passes it. Content that is not YAML is left to its
 // reader.
 func CheckAliases(name string, data []byte, max int) *Error {
 	if !bytes.ContainsRune(data, '*') || !bytes.ContainsRune(data, '&') {
@@ -285,7 +285,7 @@ func CheckAliases(name string, data []byte, max int) *Error {
 		if err := dec.Decode(&doc); err != nil {
 			return nil
 		}
-		if n, worst := yamlbound.Added(&doc, max); n > max {
+		if n, worst := manifests.AliasesAdded(&doc, max); n > max {
 			return &Error{Kind: Limit, File: name, Line: worst.Line, Message: fmt.Sprintf("the YAML aliases expand to more than %d nodes: write the values out instead", max)}
 		}
 	}

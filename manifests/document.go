@@ -1,4 +1,4 @@
-package schema
+package manifests
 
 import (
 	"bytes"
@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"math/big"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -52,7 +51,7 @@ type Document struct {
 	object    any   // Node as plain Go values, built by Object
 	objectErr error
 	converted bool
-	index     map[string]*nodePos
+	index     map[string]*Position
 }
 
 // Root returns the document's content node, parsing the document again if it was released.
@@ -88,28 +87,6 @@ func (d *Document) Group() string {
 	}
 	return g
 }
-
-// ParseError is input that could not be read as YAML, or broke a limit.
-type ParseError struct {
-	File         string
-	Line, Column int
-	Rule         string // "yaml" or "limits"
-	Msg          string
-}
-
-func (e *ParseError) Error() string {
-	if e.Line > 0 {
-		return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Column, e.Msg)
-	}
-	return fmt.Sprintf("%s: %s", e.File, e.Msg)
-}
-
-// Finding turns the error into an error finding.
-func (e *ParseError) Finding() Finding {
-	return Finding{Severity: Error, Rule: e.Rule, File: e.File, Line: e.Line, Column: e.Column, Message: e.Msg}
-}
-
-var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
 // Chunk is the text of one document of a YAML stream.
 type Chunk struct {
@@ -205,7 +182,7 @@ func onlyDirectives(text []byte) bool {
 }
 
 // ParseDocuments splits a YAML stream into documents. Empty documents are dropped. A document
-// that is not valid YAML is reported (the first one, as a *ParseError) and the others are still
+// that is not valid YAML is reported (the first one, as a *Error) and the others are still
 // returned.
 func ParseDocuments(filename string, data []byte, lim Limits) ([]*Document, error) {
 	chunks, err := Split(filename, data, lim)
@@ -232,17 +209,17 @@ func ParseDocuments(filename string, data []byte, lim Limits) ([]*Document, erro
 // Split is SplitDocuments with the size and document-count limits checked.
 func Split(filename string, data []byte, lim Limits) ([]Chunk, error) {
 	if lim.MaxBytes > 0 && int64(len(data)) > lim.MaxBytes {
-		return nil, &ParseError{File: filename, Rule: "limits", Msg: fmt.Sprintf("file is %d bytes, over the limit of %d (raise it with --max-file-size)", len(data), lim.MaxBytes)}
+		return nil, &Error{File: filename, Rule: "limits", Message: fmt.Sprintf("file is %d bytes, over the limit of %d (raise it with --max-file-size)", len(data), lim.MaxBytes)}
 	}
 	chunks := SplitDocuments(data)
 	if lim.MaxDocuments > 0 && len(chunks) > lim.MaxDocuments {
-		return nil, &ParseError{File: filename, Rule: "limits", Msg: fmt.Sprintf("more than %d documents", lim.MaxDocuments)}
+		return nil, &Error{File: filename, Rule: "limits", Message: fmt.Sprintf("more than %d documents", lim.MaxDocuments)}
 	}
 	return chunks, nil
 }
 
 // ParseChunk parses the text of one document. It returns nil for an empty document, and a
-// *ParseError for text that is not YAML.
+// *Error for text that is not YAML.
 func ParseChunk(filename string, c Chunk) (*Document, error) {
 	var n yaml.Node
 	err := yaml.NewDecoder(bytes.NewReader(c.Data)).Decode(&n)
@@ -250,7 +227,7 @@ func ParseChunk(filename string, c Chunk) (*Document, error) {
 		return nil, nil
 	}
 	if err != nil {
-		pe := yamlError(filename, err)
+		pe := SyntaxError(filename, err)
 		if pe.Line > 0 {
 			pe.Line += c.Line - 1
 		} else {
@@ -261,77 +238,27 @@ func ParseChunk(filename string, c Chunk) (*Document, error) {
 	if n.Kind != yaml.DocumentNode || len(n.Content) == 0 {
 		return nil, nil
 	}
-	shiftLines(&n, c.Line-1, map[*yaml.Node]bool{})
+	ShiftLines(&n, c.Line-1)
 	content := n.Content[0]
 	if content.Kind == yaml.ScalarNode && content.ShortTag() == "!!null" {
 		return nil, nil // "---" with nothing after it
 	}
 	d := &Document{File: filename, Index: c.Index, Node: content, Line: content.Line, Column: content.Column, chunk: c}
 	if content.Kind == yaml.MappingNode {
-		d.APIVersion = scalarField(content, "apiVersion")
-		d.Kind = scalarField(content, "kind")
-		if md := mappingField(content, "metadata"); md != nil {
-			d.Name = scalarField(md, "name")
+		d.APIVersion = StringField(content, "apiVersion")
+		d.Kind = StringField(content, "kind")
+		if md := Field(content, "metadata"); md != nil {
+			d.Name = StringField(md, "name")
 		}
 	}
 	return d, nil
-}
-
-// shiftLines moves the positions of a chunk's nodes to the lines of the file.
-func shiftLines(n *yaml.Node, by int, seen map[*yaml.Node]bool) {
-	if by == 0 || seen[n] {
-		return
-	}
-	seen[n] = true
-	n.Line += by
-	for _, c := range n.Content {
-		shiftLines(c, by, seen)
-	}
-}
-
-func yamlError(filename string, err error) *ParseError {
-	pe := &ParseError{File: filename, Rule: "yaml", Msg: err.Error()}
-	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
-		if n, err := strconv.Atoi(m[1]); err == nil {
-			pe.Line, pe.Column, pe.Msg = n, 1, "invalid YAML: "+m[2]
-		}
-	}
-	return pe
-}
-
-// mappingField returns the value of key in mapping m (following an alias), or nil.
-func mappingField(m *yaml.Node, key string) *yaml.Node {
-	if m.Kind == yaml.AliasNode {
-		m = m.Alias
-	}
-	if m == nil || m.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			v := m.Content[i+1]
-			if v.Kind == yaml.AliasNode {
-				v = v.Alias
-			}
-			return v
-		}
-	}
-	return nil
-}
-
-func scalarField(m *yaml.Node, key string) string {
-	v := mappingField(m, key)
-	if v == nil || v.Kind != yaml.ScalarNode || v.ShortTag() != "!!str" {
-		return ""
-	}
-	return v.Value
 }
 
 // Object returns the document as plain Go values (map[string]any, []any, string, int64,
 // *big.Int, float64, bool), as the API server reads it: YAML aliases expanded, merge keys
 // applied, and mapping entries whose value is null dropped (the API server prunes nulls from
 // fields that are not nullable, which is all of Karpenter's: `labels:` with nothing after it
-// means no labels). An error is a *ParseError: a limit broken, a duplicate key, a value that JSON
+// means no labels). An error is a *Error: a limit broken, a duplicate key, a value that JSON
 // cannot hold.
 func (d *Document) Object(lim Limits) (any, error) {
 	if !d.converted {
@@ -350,7 +277,7 @@ type converter struct {
 }
 
 func (c *converter) errorf(n *yaml.Node, rule, format string, args ...any) error {
-	return &ParseError{File: c.doc.File, Line: n.Line, Column: n.Column, Rule: rule, Msg: fmt.Sprintf(format, args...)}
+	return &Error{File: c.doc.File, Line: n.Line, Column: n.Column, Rule: rule, Message: fmt.Sprintf(format, args...)}
 }
 
 func (c *converter) convert(n *yaml.Node, depth int) (any, error) {
@@ -415,7 +342,7 @@ func (c *converter) mapping(n *yaml.Node, m map[string]any, seen map[string]*yam
 			return c.errorf(k, "yaml", "mapping keys must be strings, numbers or booleans")
 		}
 		if prev, dup := seen[k.Value]; dup {
-			return c.errorf(k, "yaml", "mapping key %q already defined at line %d", k.Value, prev.Line)
+			return DuplicateKey(c.doc.File, k, prev)
 		}
 		seen[k.Value] = k
 		val, err := c.convert(v, depth+1)
@@ -482,7 +409,7 @@ func (c *converter) scalar(n *yaml.Node) (any, error) {
 			return nil, c.errorf(n, "yaml", "%v", err)
 		}
 		if math.IsInf(f, 0) || math.IsNaN(f) {
-			return nil, c.errorf(n, "yaml", "%s is not a number JSON can hold; quote it if it is meant as a string", n.Value)
+			return nil, NonFiniteError(c.doc.File, n)
 		}
 		return f, nil
 	}
@@ -490,17 +417,17 @@ func (c *converter) scalar(n *yaml.Node) (any, error) {
 	return n.Value, nil
 }
 
-// nodePos is where a value and its key sit in the file.
-type nodePos struct {
-	keyLine, keyCol int // the mapping key, or the value itself for a list item
-	node            *yaml.Node
+// Position is where a value and its key sit in the file.
+type Position struct {
+	KeyLine, KeyColumn int // the mapping key, or the value itself for a list item
+	Node               *yaml.Node
 }
 
-// lookup finds the node at path (field names and list indices) and the number of path elements
+// Lookup finds the node at path (field names and list indices) and the number of path elements
 // that matched: a missing field resolves to its closest present parent.
-func (d *Document) lookup(path []string) (*nodePos, int) {
+func (d *Document) Lookup(path []string) (*Position, int) {
 	if d.index == nil {
-		d.index = map[string]*nodePos{}
+		d.index = map[string]*Position{}
 		budget := 200_000 // positions kept; aliases can make the tree large
 		var walk func(n *yaml.Node, prefix string, kl, kc int, depth int)
 		walk = func(n *yaml.Node, prefix string, kl, kc int, depth int) {
@@ -509,10 +436,10 @@ func (d *Document) lookup(path []string) (*nodePos, int) {
 			}
 			budget--
 			if n.Kind == yaml.AliasNode && n.Alias != nil {
-				d.index[prefix] = &nodePos{keyLine: kl, keyCol: kc, node: n}
+				d.index[prefix] = &Position{KeyLine: kl, KeyColumn: kc, Node: n}
 				n = n.Alias
 			} else {
-				d.index[prefix] = &nodePos{keyLine: kl, keyCol: kc, node: n}
+				d.index[prefix] = &Position{KeyLine: kl, KeyColumn: kc, Node: n}
 			}
 			switch n.Kind {
 			case yaml.MappingNode:
@@ -541,11 +468,40 @@ func (d *Document) lookup(path []string) (*nodePos, int) {
 			return p, n
 		}
 	}
-	return &nodePos{keyLine: d.Line, keyCol: d.Column, node: d.Root()}, 0
+	return &Position{KeyLine: d.Line, KeyColumn: d.Column, Node: d.Root()}, 0
 }
 
-// render shows a value as written, in YAML flow style on one line, shortened.
-func render(n *yaml.Node) string {
+// Position says where a finding about path goes: a scalar where its value is, anything else
+// (and a missing field) at its key. exact is false when path is not in the document.
+func (d *Document) Position(path []string, n *Position, matched int, atValue bool) (line, col int, exact bool) {
+	line, col = n.KeyLine, n.KeyColumn
+	if matched == len(path) && IsScalar(n.Node) && atValue {
+		line, col = n.Node.Line, n.Node.Column
+	}
+	if line == 0 {
+		line, col = d.Line, d.Column
+	}
+	return line, col, matched == len(path)
+}
+
+// Locate returns where a finding about the field at path goes in the document, and whether the
+// field is there (if not, the position is that of its closest parent).
+func (d *Document) Locate(path []string) (line, col int, exact bool) {
+	n, matched := d.Lookup(path)
+	return d.Position(path, n, matched, true)
+}
+
+// Value returns the value at path as written, shortened to one line, or "" if it is absent.
+func (d *Document) Value(path []string) string {
+	n, matched := d.Lookup(path)
+	if matched != len(path) {
+		return ""
+	}
+	return Render(n.Node)
+}
+
+// Render shows a value as written, in YAML flow style on one line, shortened.
+func Render(n *yaml.Node) string {
 	var b strings.Builder
 	renderTo(&b, n, 120, 0)
 	s := b.String()
@@ -599,8 +555,8 @@ func renderTo(b *strings.Builder, n *yaml.Node, budget, depth int) {
 	}
 }
 
-// isScalar reports whether n (after aliases) is a scalar.
-func isScalar(n *yaml.Node) bool {
+// IsScalar reports whether n (after aliases) is a scalar.
+func IsScalar(n *yaml.Node) bool {
 	if n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
 	}

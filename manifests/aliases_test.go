@@ -1,4 +1,4 @@
-package yamlbound
+package manifests
 
 import (
 	"strings"
@@ -29,14 +29,14 @@ func TestAdded(t *testing.T) {
 		line      int
 	}{
 		{"plain", "a: [1, 2, 3]\nb: {c: d}\n", false, 0},
-		{"large without aliases", "a: [" + strings.Repeat("x, ", 2*Max) + "x]\n", false, 0},
+		{"large without aliases", "a: [" + strings.Repeat("x, ", 2*MaxAliasNodes) + "x]\n", false, 0},
 		{"a few aliases", "a: &a [1, 2]\nb: *a\nc: *a\n", false, 2},
 		// 12,222 nodes behind each alias of line 5: ten of them pass the cap.
 		{"bomb", b.String(), true, 5},
 	} {
-		n, worst := Added(parse(t, c.doc), Max)
-		if (n > Max) != c.over {
-			t.Errorf("%s: %d nodes added, over the cap %v, want %v", c.name, n, n > Max, c.over)
+		n, worst := AliasesAdded(parse(t, c.doc), MaxAliasNodes)
+		if (n > MaxAliasNodes) != c.over {
+			t.Errorf("%s: %d nodes added, over the cap %v, want %v", c.name, n, n > MaxAliasNodes, c.over)
 		}
 		if c.line > 0 && (worst == nil || worst.Line != c.line) {
 			t.Errorf("%s: worst alias %+v, want one at line %d", c.name, worst, c.line)
