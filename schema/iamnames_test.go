@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/karpool/karpool/autoscaler/cloud/aws/prereq"
+	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/config/crd"
 	"github.com/karpool/karpool/schema"
 )
@@ -40,14 +40,14 @@ var (
 )
 
 // TestRoleIsAnIAMRole: the schema refuses exactly the roles the AWS prerequisites refuse
-// (prereq.RolePattern), on the value, with a hint; `karpool vet` and PoolSync therefore refuse a
+// (awsv1.RolePattern), on the value, with a hint; `karpool vet` and PoolSync therefore refuse a
 // role that would widen the controller policy before it is merged.
 func TestRoleIsAnIAMRole(t *testing.T) {
-	rendered := regexp.MustCompile(prereq.RolePattern)
+	rendered := regexp.MustCompile(awsv1.RolePattern)
 	for _, role := range append(append([]string{}, acceptedRoles...), refusedRoles...) {
 		accepted := slices.Contains(acceptedRoles, role)
 		if accepted != rendered.MatchString(role) {
-			t.Errorf("%q: prereq.RolePattern disagrees with the lists", role)
+			t.Errorf("%q: awsv1.RolePattern disagrees with the lists", role)
 		}
 		fs, err := schema.ValidateDocuments("class.yaml", fmt.Appendf(nil, classWith, "role", strconv.Quote(role)))
 		if err != nil {
@@ -87,8 +87,8 @@ func TestNodeRoleIsAnIAMRole(t *testing.T) {
 	}
 	for _, c := range crds {
 		if c.Spec.Names.Kind == "PoolSync" {
-			if got := c.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["aws"].Properties["nodeRole"].Pattern; got != prereq.RolePattern {
-				t.Errorf("the CRD's spec.aws.nodeRole pattern is %s, not prereq.RolePattern", got)
+			if got := c.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["aws"].Properties["nodeRole"].Pattern; got != awsv1.RolePattern {
+				t.Errorf("the CRD's spec.aws.nodeRole pattern is %s, not awsv1.RolePattern", got)
 			}
 		}
 	}

@@ -7,11 +7,11 @@ import (
 	"github.com/Masterminds/semver/v3"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
-	"github.com/karpool/karpool/autoscaler/cloud/aws/prereq"
+	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/manifests"
 )
 
-var instanceProfilePattern = regexp.MustCompile(prereq.InstanceProfilePattern)
+var instanceProfilePattern = regexp.MustCompile(awsv1.InstanceProfilePattern)
 
 // Rules that CUE cannot state are checked in Go, here, after the CUE schema: `karpool vet` and
 // PoolSync validation both validate through Schema.ValidateDocument, so this is the one place

@@ -63,3 +63,42 @@ func TestProductImportsNoTestbed(t *testing.T) {
 		}
 	}
 }
+
+// TestLayers: the top-level folders import downwards only. The manifest pipeline (manifests/,
+// schema/) sits below both halves and imports neither; the autoscaler never imports the
+// reconciler (the reconciler uses the engine for plans and status, one way).
+func TestLayers(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	below := map[string][]string{ // folder: the folders it may not import
+		"manifests":  {"autoscaler", "reconciler", "cmd", "testbed", "internal/operator"},
+		"schema":     {"autoscaler", "reconciler", "cmd", "testbed", "internal/operator"},
+		"autoscaler": {"reconciler", "cmd", "internal/operator"},
+		"api":        {"autoscaler", "reconciler", "manifests", "schema", "cmd", "testbed", "internal"},
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg, ok := strings.CutPrefix(fields[0], module+"/")
+		if !ok {
+			continue
+		}
+		for folder, banned := range below {
+			if pkg != folder && !strings.HasPrefix(pkg, folder+"/") {
+				continue
+			}
+			for _, imp := range fields[1:] {
+				imp, ok := strings.CutPrefix(imp, module+"/")
+				if !ok {
+					continue
+				}
+				for _, b := range banned {
+					if imp == b || strings.HasPrefix(imp, b+"/") {
+						t.Errorf("%s imports %s: %s/ sits below %s/", pkg, imp, folder, b)
+					}
+				}
+			}
+		}
+	}
+}

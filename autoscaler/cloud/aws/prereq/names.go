@@ -4,29 +4,19 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+
+	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 )
 
 // The names that reach policies, ARNs and resource names are checked against IAM's and SQS's
 // own rules before anything renders. Those rules leave out every character that means something
 // to a policy or a template: * and ? (IAM wildcards) and $ (IAM policy variables, CloudFormation
 // Fn::Sub and Terraform interpolation), so that no name taken from a repository can widen a
-// statement or be substituted.
-const (
-	// RolePattern is what an EC2NodeClass's spec.role and karpool's role settings may hold. As
-	// Karpenter reads spec.role (it attaches the role by the part after the last /), that is a
-	// role name of 1 to 64 characters, optionally after its IAM path (team/NodeRole,
-	// /team/NodeRole), or the role's ARN. The groups are the partition (3), account (4), path
-	// without its leading / (5) and name (7). The CUE schema (EC2NodeClass spec.role, PoolSync
-	// spec.aws.nodeRole) and the PoolSync CRD hold the same pattern, which schema's tests check.
-	RolePattern = `^((arn:(aws|aws-cn|aws-us-gov):iam::([0-9]{12}):role/)|/)?(([A-Za-z0-9+=,.@_-]+/)*)([A-Za-z0-9+=,.@_-]{1,64})$`
-	// InstanceProfilePattern is an instance profile name (spec.instanceProfile): Karpenter puts
-	// it into launch templates as it is, so it has neither path nor ARN.
-	InstanceProfilePattern = `^[A-Za-z0-9+=,.@_-]{1,128}$`
-)
-
+// statement or be substituted. The API's own patterns (awsv1.RolePattern,
+// awsv1.InstanceProfilePattern) are shared with the CUE schema.
 var (
-	rolePattern            = regexp.MustCompile(RolePattern)
-	instanceProfilePattern = regexp.MustCompile(InstanceProfilePattern)
+	rolePattern            = regexp.MustCompile(awsv1.RolePattern)
+	instanceProfilePattern = regexp.MustCompile(awsv1.InstanceProfilePattern)
 	// An SQS queue name; a FIFO queue's ends in .fifo, within the same 80 characters.
 	queuePattern = regexp.MustCompile(`^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$`)
 	subnetID     = regexp.MustCompile(`^subnet-[0-9a-z]+$`)

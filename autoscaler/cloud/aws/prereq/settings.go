@@ -33,7 +33,7 @@ type Settings struct {
 
 	// NodeRole is the default node role; default KarpenterNodeRole-<cluster>. It, the
 	// InstanceProfileRoles and every EC2NodeClass's spec.role are read as Karpenter reads
-	// spec.role (RolePattern): a name, a path and name, or an ARN.
+	// spec.role (awsv1.RolePattern): a name, a path and name, or an ARN.
 	NodeRole string
 	// InstanceProfileRoles are the roles of instance profiles karpool does not manage
 	// (EC2NodeClasses with spec.instanceProfile): the controller must be allowed to pass them.
