@@ -18,6 +18,7 @@ import (
 	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/cloud"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/awserr"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/awstags"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/ec2filter"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/prereq"
 )
@@ -33,14 +34,6 @@ func instanceID(providerID string) (string, error) {
 		return "", fmt.Errorf("provider id %q is not an AWS provider id (want aws:///<zone>/i-...)", providerID)
 	}
 	return id, nil
-}
-
-func tagMap(tags []ec2types.Tag) map[string]string {
-	m := make(map[string]string, len(tags))
-	for _, t := range tags {
-		m[aws.ToString(t.Key)] = aws.ToString(t.Value)
-	}
-	return m
 }
 
 // describe returns the instance with this id, or an error wrapping cloud.ErrNotFound when it
@@ -68,7 +61,7 @@ func (p *Provider) describe(ctx context.Context, id string) (*ec2types.Instance,
 // nodeClaimOf is the NodeClaim view of an instance: name, pool and class from its tags,
 // launch labels, provider id and the catalog's capacity for the type (default class options).
 func (p *Provider) nodeClaimOf(in *ec2types.Instance) *karpv1.NodeClaim {
-	tags := tagMap(in.Tags)
+	tags := awstags.FromEC2(in.Tags)
 	zone := ""
 	if in.Placement != nil {
 		zone = aws.ToString(in.Placement.AvailabilityZone)
@@ -271,7 +264,7 @@ func (p *Provider) GarbageCollect(ctx context.Context, claims []karpv1.NodeClaim
 			continue
 		}
 		candidates = append(candidates, Instance{ID: aws.ToString(in.InstanceId), LaunchTime: aws.ToTime(in.LaunchTime),
-			NodeClaim: tagMap(in.Tags)[TagNodeClaim]})
+			NodeClaim: awstags.FromEC2(in.Tags)[TagNodeClaim]})
 	}
 	leaked := Leaked(candidates, claims, now)
 	if len(leaked) == 0 {

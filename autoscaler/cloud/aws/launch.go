@@ -25,6 +25,7 @@ import (
 	"github.com/karpool/karpool/autoscaler/cloud"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/amifamily"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/awserr"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/awstags"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/ec2filter"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/network"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/prereq"
@@ -388,15 +389,7 @@ func instanceTags(claim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass, cluster strin
 	m := poolTags(claim, nc, cluster)
 	m[TagNodeClaim] = claim.Name
 	m[tagName] = karpv1.LabelNodePool + "/" + claim.Labels[karpv1.LabelNodePool]
-	return ec2Tags(m)
-}
-
-func ec2Tags(m map[string]string) []ec2types.Tag {
-	out := make([]ec2types.Tag, 0, len(m))
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		out = append(out, ec2types.Tag{Key: aws.String(k), Value: aws.String(m[k])})
-	}
-	return out
+	return awstags.EC2(m)
 }
 
 // kubeletLabel reports whether the kubelet accepts the label in --node-labels: it refuses
@@ -461,7 +454,7 @@ func launchTemplateData(claim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass, r *reso
 		// Network interfaces are created by the launch too; the controller policy wants them
 		// tagged like the instance.
 		TagSpecifications: []ec2types.LaunchTemplateTagSpecificationRequest{{ResourceType: ec2types.ResourceTypeNetworkInterface,
-			Tags: ec2Tags(poolTags(claim, nc, facts.ClusterName))}},
+			Tags: awstags.EC2(poolTags(claim, nc, facts.ClusterName))}},
 	}
 	sgs := make([]string, len(r.sgs))
 	for i, g := range r.sgs {
@@ -553,7 +546,7 @@ func launchTemplateName(data *ec2types.RequestLaunchTemplateData, tags []ec2type
 func (p *Provider) ensureLaunchTemplate(ctx context.Context, claim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass, data *ec2types.RequestLaunchTemplateData) (string, error) {
 	tagMap := poolTags(claim, nc, p.opts.ClusterName)
 	tagMap[TagCluster] = p.opts.ClusterName
-	tags := ec2Tags(tagMap)
+	tags := awstags.EC2(tagMap)
 	name, err := launchTemplateName(data, tags)
 	if err != nil {
 		return "", err

@@ -8,8 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -19,6 +17,7 @@ import (
 
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/awserr"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/awstags"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/prereq"
 )
 
@@ -90,7 +89,7 @@ func (p *Provider) Ensure(ctx context.Context, nc *awsv1.EC2NodeClass) (string, 
 	case err == nil:
 		profile = out.InstanceProfile
 	case awserr.Code(err) == "NoSuchEntity":
-		created, cerr := p.iam.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: aws.String(name), Tags: iamTags(want)})
+		created, cerr := p.iam.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: aws.String(name), Tags: awstags.IAM(want)})
 		switch {
 		case cerr == nil:
 			profile = created.InstanceProfile
@@ -121,7 +120,7 @@ func (p *Provider) Ensure(ctx context.Context, nc *awsv1.EC2NodeClass) (string, 
 		}
 	}
 	if missing {
-		if _, err := p.iam.TagInstanceProfile(ctx, &iam.TagInstanceProfileInput{InstanceProfileName: aws.String(name), Tags: iamTags(want)}); err != nil {
+		if _, err := p.iam.TagInstanceProfile(ctx, &iam.TagInstanceProfileInput{InstanceProfileName: aws.String(name), Tags: awstags.IAM(want)}); err != nil {
 			return "", fmt.Errorf("EC2NodeClass %s: tagging instance profile %s: %w", nc.Name, name, err)
 		}
 	}
@@ -174,12 +173,4 @@ func (p *Provider) Delete(ctx context.Context, nc *awsv1.EC2NodeClass) error {
 		return fmt.Errorf("EC2NodeClass %s: deleting instance profile %s: %w", nc.Name, name, err)
 	}
 	return nil
-}
-
-func iamTags(m map[string]string) []iamtypes.Tag {
-	out := make([]iamtypes.Tag, 0, len(m))
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		out = append(out, iamtypes.Tag{Key: aws.String(k), Value: aws.String(m[k])})
-	}
-	return out
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 
 	"github.com/karpool/karpool/autoscaler/cloud/aws/awserr"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/awstags"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/prereq"
 )
 
@@ -60,7 +61,7 @@ func (e *ensurer) discoveryTags(ctx context.Context) error {
 			return failed("reading subnets "+strings.Join(subnets, ", "), err)
 		}
 		for _, s := range out.Subnets {
-			have[aws.ToString(s.SubnetId)] = ec2TagMap(s.Tags)
+			have[aws.ToString(s.SubnetId)] = awstags.FromEC2(s.Tags)
 		}
 	}
 	if len(groups) > 0 {
@@ -69,7 +70,7 @@ func (e *ensurer) discoveryTags(ctx context.Context) error {
 			return failed("reading security groups "+strings.Join(groups, ", "), err)
 		}
 		for _, g := range out.SecurityGroups {
-			have[aws.ToString(g.GroupId)] = ec2TagMap(g.Tags)
+			have[aws.ToString(g.GroupId)] = awstags.FromEC2(g.Tags)
 		}
 	}
 	for _, t := range e.r.DiscoveryTags {
@@ -96,14 +97,6 @@ func (e *ensurer) podIdentity(context.Context) error {
 				e.s.ClusterName, pi.Namespace, pi.ServiceAccount, pi.RoleARN))
 	}
 	return nil
-}
-
-func ec2TagMap(tags []ec2types.Tag) map[string]string {
-	m := map[string]string{}
-	for _, t := range tags {
-		m[aws.ToString(t.Key)] = aws.ToString(t.Value)
-	}
-	return m
 }
 
 func sortedKeys(m map[string]string) []string {

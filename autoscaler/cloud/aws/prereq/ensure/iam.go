@@ -12,6 +12,7 @@ import (
 	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
 
 	"github.com/karpool/karpool/autoscaler/cloud/aws/awserr"
+	"github.com/karpool/karpool/autoscaler/cloud/aws/awstags"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/prereq"
 	"github.com/karpool/karpool/internal/iampolicy"
 )
@@ -41,7 +42,7 @@ func (e *ensurer) role(ctx context.Context, want prereq.Role) error {
 			return nil
 		}
 		if _, err := e.c.IAM.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(want.Name), Path: aws.String(want.Path),
-			AssumeRolePolicyDocument: aws.String(want.Trust.JSON()), Tags: iamTags(want.Tags)}); err != nil {
+			AssumeRolePolicyDocument: aws.String(want.Trust.JSON()), Tags: awstags.IAM(want.Tags)}); err != nil {
 			return failed("creating IAM role "+want.Name, err)
 		}
 		for _, arn := range want.ManagedPolicyARNs {
@@ -74,7 +75,7 @@ func (e *ensurer) role(ctx context.Context, want prereq.Role) error {
 	if len(diffs) == 0 {
 		return nil
 	}
-	if !e.owned(tagMap(out.Role.Tags)) {
+	if !e.owned(awstags.FromIAM(out.Role.Tags)) {
 		e.notOwned(kindRole, want.Name, diffs)
 		return nil
 	}
@@ -123,7 +124,7 @@ func (e *ensurer) controllerPolicy(ctx context.Context) error {
 		if !e.change(Create, kindPolicy, want.Name) {
 			return nil
 		}
-		_, err := e.c.IAM.CreatePolicy(ctx, &iam.CreatePolicyInput{PolicyName: aws.String(want.Name), PolicyDocument: aws.String(want.Document.JSON()), Tags: iamTags(want.Tags)})
+		_, err := e.c.IAM.CreatePolicy(ctx, &iam.CreatePolicyInput{PolicyName: aws.String(want.Name), PolicyDocument: aws.String(want.Document.JSON()), Tags: awstags.IAM(want.Tags)})
 		if err != nil {
 			return failed("creating IAM policy "+want.Name, err)
 		}
@@ -140,7 +141,7 @@ func (e *ensurer) controllerPolicy(ctx context.Context) error {
 	if len(diffs) == 0 {
 		return nil
 	}
-	if !e.owned(tagMap(out.Policy.Tags)) {
+	if !e.owned(awstags.FromIAM(out.Policy.Tags)) {
 		e.notOwned(kindPolicy, want.Name, diffs)
 		return nil
 	}
@@ -194,7 +195,7 @@ func (e *ensurer) instanceProfiles(ctx context.Context) error {
 			if !e.change(Create, kindProfile, want.Name, "role "+want.Role, "for EC2NodeClass "+want.NodeClass) {
 				continue
 			}
-			if _, err := e.c.IAM.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: aws.String(want.Name), Tags: iamTags(want.Tags)}); err != nil {
+			if _, err := e.c.IAM.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: aws.String(want.Name), Tags: awstags.IAM(want.Tags)}); err != nil {
 				return failed("creating IAM instance profile "+want.Name, err)
 			}
 			if _, err := e.c.IAM.AddRoleToInstanceProfile(ctx, &iam.AddRoleToInstanceProfileInput{InstanceProfileName: aws.String(want.Name), RoleName: aws.String(want.Role)}); err != nil {
@@ -213,7 +214,7 @@ func (e *ensurer) instanceProfiles(ctx context.Context) error {
 			continue
 		}
 		diff := fmt.Sprintf("role: %s → %s", strings.Join(roles, ", "), want.Role)
-		if !e.ownedProfile(tagMap(out.InstanceProfile.Tags)) {
+		if !e.ownedProfile(awstags.FromIAM(out.InstanceProfile.Tags)) {
 			e.notOwned(kindProfile, want.Name, []string{diff})
 			continue
 		}
@@ -262,7 +263,7 @@ func (e *ensurer) pruneInstanceProfiles(ctx context.Context) error {
 			if err != nil {
 				return failed("reading IAM instance profile "+name, err)
 			}
-			if !e.ownedProfile(tagMap(out.InstanceProfile.Tags)) || !e.change(Delete, kindProfile, name, "its EC2NodeClass is gone") {
+			if !e.ownedProfile(awstags.FromIAM(out.InstanceProfile.Tags)) || !e.change(Delete, kindProfile, name, "its EC2NodeClass is gone") {
 				continue
 			}
 			var roles []string
@@ -327,22 +328,6 @@ func documentDiff(prefix, encoded string, want iampolicy.Document) []string {
 		lines[i] = prefix + lines[i]
 	}
 	return lines
-}
-
-func iamTags(m map[string]string) []iamtypes.Tag {
-	var out []iamtypes.Tag
-	for _, k := range sortedKeys(m) {
-		out = append(out, iamtypes.Tag{Key: aws.String(k), Value: aws.String(m[k])})
-	}
-	return out
-}
-
-func tagMap(tags []iamtypes.Tag) map[string]string {
-	m := map[string]string{}
-	for _, t := range tags {
-		m[aws.ToString(t.Key)] = aws.ToString(t.Value)
-	}
-	return m
 }
 
 // setDiff returns what want has and have lacks, and what have has beyond want.
