@@ -33,7 +33,7 @@ func cueBinary(t *testing.T) string {
 	return ""
 }
 
-// cueVet runs the stock cue CLI from the repository root, as the README tells users to.
+// cueVet runs the stock cue CLI from the repository root, as README.md and docs/validating.md tell users to.
 func cueVet(t *testing.T, bin string, args ...string) (string, int) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
@@ -62,7 +62,7 @@ func glob(t *testing.T, pattern string) []string {
 	return m
 }
 
-// TestStockCueVet runs the commands of the README's "Validating pools" section with the pinned
+// TestStockCueVet runs the commands of docs/validating.md with the pinned
 // cue CLI: the v1 examples and the valid corpus pass, every document of the invalid corpus fails
 // (exit 1), and a failure names the field with the CRD rule's message.
 func TestStockCueVet(t *testing.T) {

@@ -61,7 +61,7 @@ accepts, such as HEAD~1). Nothing in the repository is executed: kustomize plugi
 functions and remote bases are refused, files are read with size limits, and a workload may
 expand to at most --max-pods pods.
 
---output markdown is the pull-request comment (see DESIGN: a headline with the monthly delta,
+--output markdown is the pull-request comment (docs/reviewing.md: a headline with the monthly delta,
 a Previous | New | Diff table per pool, details with the manifest diff and the assumptions),
 below 65,000 characters. Exit status: 0 planned, 1 the head revision does not build or
 validate (the output says where), 2 usage or I/O error.`,

@@ -33,10 +33,10 @@ func newUpCommand() *cobra.Command {
 It prints each step as it goes, then the kubeconfig, the git remote to clone and push to, and
 the metrics URL. Ctrl-C or SIGTERM stops everything and removes nothing but what it created.
 
---demo then walks through the example's seed on it, checking every step, and stops everything.
-The workshop (seed 003): inflate scaled to 5 and its m5.large shown with labels and cost, a pool
+--demo then walks through the example's scenario on it, checking every step, and stops everything.
+The workshop: inflate scaled to 5 and its m5.large shown with labels and cost, a pool
 change pushed and applied, inflate scaled to 0 and the empty node consolidated away, the status
-commit read back. hpa (seed 002): the backend's HPA at low load on one t3.small; the load raised,
+commit read back. hpa: the backend's HPA at low load on one t3.small; the load raised,
 the HPA at its maximum and t3.small nodes up to the pool's cpu limit, the rest pending; the load
 lowered, back to one pod on one node.
 
