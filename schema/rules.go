@@ -3,11 +3,14 @@ package schema
 import (
 	"fmt"
 	"regexp"
+	"slices"
+	"strings"
 
 	"github.com/Masterminds/semver/v3"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
+	"github.com/karpool/karpool/internal/unimplemented"
 	"github.com/karpool/karpool/manifests"
 )
 
@@ -22,13 +25,41 @@ var instanceProfilePattern = regexp.MustCompile(awsv1.InstanceProfilePattern)
 func goRules(d *manifests.Document, obj any, reported map[string]bool) Findings {
 	switch d.APIVersion + "|" + d.Kind {
 	case "karpenter.sh/v1|NodePool":
-		return budgetSchedules(d, obj, reported)
+		return append(budgetSchedules(d, obj, reported), unimplementedFields(d, obj, reported)...)
 	case "karpool.dev/v1alpha1|PoolSync":
 		return semverRange(d, obj, reported)
 	case "karpenter.k8s.aws/v1|EC2NodeClass":
-		return instanceProfileName(d, obj, reported)
+		return append(instanceProfileName(d, obj, reported), unimplementedFields(d, obj, reported)...)
 	}
 	return nil
+}
+
+// unimplementedFields refuses the fields Karpenter acts on and karpool does not (package
+// unimplemented), naming what Karpenter would do, so that a pool moved from Karpenter does not
+// silently lose a behaviour. The object's opt-out annotation makes them warnings. A field the
+// schema already refused is not reported again: it must change anyway.
+func unimplementedFields(d *manifests.Document, obj any, reported map[string]bool) Findings {
+	m, _ := obj.(map[string]any)
+	gaps := slices.DeleteFunc(unimplemented.In(d.Kind, m), func(g unimplemented.Gap) bool {
+		for p := range reported {
+			if p == g.Field() || strings.HasPrefix(p, g.Field()+".") || strings.HasPrefix(p, g.Field()+"[") {
+				return true
+			}
+		}
+		return false
+	})
+	if len(gaps) == 0 {
+		return nil
+	}
+	sev, hint := Error, fmt.Sprintf("remove it, or accept in Git that karpool ignores it: annotate the %s with %s: %q", d.Kind, unimplemented.OptOutAnnotation, unimplemented.OptOut)
+	if els := elementsAt(obj, []string{"metadata", "annotations", unimplemented.OptOutAnnotation}, nil); len(els) > 0 && els[0].value == unimplemented.OptOut {
+		sev, hint = Warning, "the object accepts this with "+unimplemented.OptOutAnnotation
+	}
+	fs := make(Findings, 0, len(gaps))
+	for _, g := range gaps {
+		fs = append(fs, At(d, g.Path, sev, "unimplemented", "the field "+g.Explain(), hint))
+	}
+	return fs
 }
 
 // instanceProfileName warns of an EC2NodeClass's spec.instanceProfile that is not an instance

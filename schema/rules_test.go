@@ -107,3 +107,44 @@ func TestPoolSyncSemverRange(t *testing.T) {
 		t.Fatalf("got %v", fs)
 	}
 }
+
+// staticPool is a valid NodePool with spec.replicas on line 6 and %s as its metadata's extra.
+const staticPool = `apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: static%s
+spec:
+  replicas: 3
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}]
+`
+
+// TestUnimplementedFieldsRefused: a field karpool does not act on is an error at its line that
+// says what Karpenter would do; the opt-out annotation makes it a warning; another value of
+// the annotation changes nothing.
+func TestUnimplementedFieldsRefused(t *testing.T) {
+	for _, c := range []struct {
+		extra string
+		sev   schema.Severity
+	}{
+		{"", schema.Error},
+		{"\n  annotations: {karpool.dev/unimplemented-fields: ignore}", schema.Warning},
+		{"\n  annotations: {karpool.dev/unimplemented-fields: \"yes\"}", schema.Error},
+	} {
+		fs, err := schema.ValidateDocuments("pool.yaml", fmt.Appendf(nil, staticPool, c.extra))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(fs) != 1 {
+			t.Fatalf("%q: %d findings %v, want one", c.extra, len(fs), fs)
+		}
+		f := fs[0]
+		line := 6 + strings.Count(c.extra, "\n")
+		if f.Severity != c.sev || f.Rule != "unimplemented" || f.Path != "spec.replicas" || f.Line != line ||
+			!strings.Contains(f.Message, "Karpenter keeps exactly this many nodes") || !strings.Contains(f.Hint, "karpool.dev/unimplemented-fields") {
+			t.Errorf("%q: %s (hint %q), want a %s at pool.yaml:%d naming spec.replicas, what Karpenter does and the annotation", c.extra, f, f.Hint, c.sev, line)
+		}
+	}
+}

@@ -26,6 +26,7 @@ import (
 	"github.com/karpool/karpool/autoscaler/cloud"
 	"github.com/karpool/karpool/autoscaler/metrics"
 	"github.com/karpool/karpool/autoscaler/state"
+	"github.com/karpool/karpool/internal/unimplemented"
 )
 
 // Status reconciles NodePool status.
@@ -82,6 +83,7 @@ func (s *Status) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 	meta.SetStatusCondition(&np.Status.Conditions, metav1.Condition{Type: karpv1.ConditionTypeValidationSucceeded,
 		Status: metav1.ConditionTrue, Reason: "ValidationSucceeded", ObservedGeneration: gen})
 	meta.SetStatusCondition(&np.Status.Conditions, rollout(claims.Items, gen))
+	meta.SetStatusCondition(&np.Status.Conditions, unimplemented.Condition("NodePool", np, gen))
 	ready := metav1.Condition{Type: karpv1.ConditionTypeReady, Status: metav1.ConditionTrue, Reason: "Ready", ObservedGeneration: gen}
 	if notReady != "" {
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, "NodeClassNotReady", notReady

@@ -98,7 +98,7 @@ with Karpenter's messages ("launched nodeclaim", ...). Metrics are served on
 	env.StringVar(&f.cfg.InterruptionQueue, "interruption-queue", "INTERRUPTION_QUEUE", "", "SQS queue with the instances' interruption events (spot interruption, scheduled change, stop/terminate): their NodeClaims are drained and replaced at once (empty: none)")
 	fl.BoolVar(&f.cfg.DisruptionDryRun, "disruption-dry-run", false, "decide disruptions as usual but only report them (DisruptionDryRun events, log lines); taint and delete nothing")
 	fl.StringVar(&f.minSavings, "consolidation-min-savings", "", `least a consolidation must save: "10%", USD per hour "0.05", or both "10%,0.05"; NodePools may override it with the karpool.dev/consolidation-min-savings annotation (default: any saving, as Karpenter)`)
-	env.StringVar(&f.gates, "feature-gates", "FEATURE_GATES", "", `optional behaviours, Karpenter's format: "SpotToSpotConsolidation=true" (spot nodes replaced by cheaper spot nodes); Karpenter's other gates are accepted and ignored`)
+	env.StringVar(&f.gates, "feature-gates", "FEATURE_GATES", "", `optional behaviours, Karpenter's format: "SpotToSpotConsolidation=true" (spot nodes replaced by cheaper spot nodes); Karpenter's other gates are accepted when off and refused when turned on, as karpool does not implement them`)
 	fl.StringVar(&f.cfg.EventsAddr, "events-addr", "", "Flux notification-controller address (Flux's --events-addr, e.g. http://notification-controller.flux-system.svc.cluster.local./): every PoolSync event is also sent there, for Flux Alerts; empty: none")
 	env.StringVar(&f.logLevel, "log-level", "LOG_LEVEL", "info", "debug, info or error")
 	return cmd

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/karpool/karpool/internal/unimplemented"
 )
 
 // Gates are the optional behaviours karpool implements; zero values are the defaults.
@@ -18,15 +20,16 @@ type Gates struct {
 	SpotToSpotConsolidation bool
 }
 
-// karpenterOnly are Karpenter's other gates, with their defaults: accepted so its settings
-// parse, and reported when set to what karpool does not do.
+// karpenterOnly are Karpenter's other gates (unimplemented.Gates), with their defaults there:
+// accepted off so its settings parse.
 var karpenterOnly = map[string]bool{
 	"NodeRepair": false, "ReservedCapacity": true, "NodeOverlay": false, "StaticCapacity": false, "CapacityBuffer": false,
 }
 
 // Parse reads a comma-separated list of Name=bool. Unknown names are an error (a misspelt gate
-// would otherwise be silently off); the returned notes name Karpenter gates set to a value
-// karpool ignores.
+// would otherwise be silently off), and so is turning on a gate karpool does not implement (the
+// behaviour asked for would not happen). ReservedCapacity=true, Karpenter's default, is accepted
+// with a note: karpool behaves as with it off, and refuses the fields that need it.
 func Parse(s string) (Gates, []string, error) {
 	var g Gates
 	var notes []string
@@ -50,8 +53,11 @@ func Parse(s string) (Gates, []string, error) {
 		}
 		seen[name] = true
 		if def, ok := karpenterOnly[name]; ok {
-			if on != def {
-				notes = append(notes, fmt.Sprintf("feature gate %s=%t is Karpenter's; karpool does not implement it and ignores it", name, on))
+			switch {
+			case on && !def:
+				return Gates{}, nil, fmt.Errorf("feature gate %s is not implemented by karpool (Karpenter %s): set it to false or remove it", name, unimplemented.Gates[name])
+			case on:
+				notes = append(notes, fmt.Sprintf("feature gate %s=true: karpool does not implement it (Karpenter %s) and runs as with it off", name, unimplemented.Gates[name]))
 			}
 			continue
 		}

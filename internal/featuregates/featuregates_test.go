@@ -14,9 +14,13 @@ func TestParse(t *testing.T) {
 	}{
 		{in: ""},
 		{in: "SpotToSpotConsolidation=true", spot: true},
-		// Karpenter's default value parses as is, and says nothing.
-		{in: "NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,NodeOverlay=false,StaticCapacity=false,CapacityBuffer=false"},
-		{in: " NodeRepair=true , SpotToSpotConsolidation=1", spot: true, notes: 1},
+		// Karpenter's defaults parse as they are; ReservedCapacity=true, which karpool does not
+		// implement, is said in a note.
+		{in: "NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,NodeOverlay=false,StaticCapacity=false,CapacityBuffer=false", notes: 1},
+		{in: " NodeRepair=false , SpotToSpotConsolidation=1,ReservedCapacity=false", spot: true},
+		// Asking for what karpool does not do is refused, naming what Karpenter would do.
+		{in: "NodeRepair=true", wantErr: "feature gate NodeRepair is not implemented by karpool (Karpenter replaces nodes"},
+		{in: "SpotToSpotConsolidation=true, StaticCapacity=true", wantErr: "StaticCapacity is not implemented"},
 		{in: "SpotToSpotConsolidaton=true", wantErr: `unknown feature gate "SpotToSpotConsolidaton"`},
 		{in: "SpotToSpotConsolidation", wantErr: "want Name=true or Name=false"},
 		{in: "SpotToSpotConsolidation=yes", wantErr: `"yes" is not true or false`},

@@ -35,6 +35,7 @@ import (
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	cloudaws "github.com/karpool/karpool/autoscaler/cloud/aws"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/awserr"
+	"github.com/karpool/karpool/internal/unimplemented"
 )
 
 // Finalizer holds a class until its NodeClaims are gone and its AWS resources deleted.
@@ -232,6 +233,7 @@ func (r *Reconciler) resolve(ctx context.Context, nc *awsv1.EC2NodeClass) (faile
 		return "instance profile " + name, nil
 	}, func() { nc.Status.InstanceProfile = "" })
 	r.summarize(nc)
+	meta.SetStatusCondition(&nc.Status.Conditions, unimplemented.Condition("EC2NodeClass", nc, nc.Generation))
 	return failed
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/karpool/karpool/api/scheme"
 	cloudaws "github.com/karpool/karpool/autoscaler/cloud/aws"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/nodeclass"
+	"github.com/karpool/karpool/internal/unimplemented"
 	"github.com/karpool/karpool/testbed/awssim"
 	"github.com/karpool/karpool/testbed/localenv/localenvtest"
 	"github.com/karpool/karpool/testbed/policycheck"
@@ -281,6 +282,18 @@ func TestEC2NodeClassStatus(t *testing.T) {
 	if c := meta.FindStatusCondition(inv.Status.Conditions, awsv1.ConditionTypeReady); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "spec.userData") {
 		t.Errorf("Ready %+v", c)
 	}
+
+	// A field karpool does not act on is said in FieldsHonored (not in Ready: the class works,
+	// without it); the plain class honours every field it sets.
+	if c := meta.FindStatusCondition(nc.Status.Conditions, unimplemented.ConditionType); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("FieldsHonored of a plain class: %+v, want True", c)
+	}
+	h.class("prefixes", func(nc *awsv1.EC2NodeClass) { nc.Spec.IPPrefixCount = aws.Int32(2) })
+	pre := h.waitCondition("prefixes", unimplemented.ConditionType, metav1.ConditionFalse)
+	if c := meta.FindStatusCondition(pre.Status.Conditions, unimplemented.ConditionType); !strings.Contains(c.Message, "spec.ipPrefixCount is not implemented by karpool") {
+		t.Errorf("FieldsHonored %+v, want it to name spec.ipPrefixCount", c)
+	}
+	h.waitCondition("prefixes", awsv1.ConditionTypeReady, metav1.ConditionTrue)
 
 	// Deletion waits for the class's NodeClaims, then removes its launch templates and
 	// instance profile.

@@ -1,0 +1,102 @@
+// Package unimplemented is the one list of what Karpenter v1.14 does with its API that karpool
+// does not do yet. karpool serves Karpenter's CRDs leaf for leaf, so a field from this list is
+// accepted by the API server; without this list it would be ignored without a word. Every place a
+// user looks reads it: `karpool vet` and PoolSync validation (an error unless the object opts
+// out), the NodePool and EC2NodeClass status (condition FieldsHonored), the pull-request plan,
+// and the controller's feature-gate parser. When karpool implements one, its entry goes.
+package unimplemented
+
+import "strings"
+
+// Gap is one field of a kind that karpool accepts and does not act on.
+type Gap struct {
+	Kind string
+	// Path is the field, as keys from the object's root.
+	Path []string
+	// Karpenter says what Karpenter does with the field, and so what the user would miss.
+	Karpenter string
+}
+
+// Field is the gap's path written with dots: "spec.cpuOptions".
+func (g Gap) Field() string { return strings.Join(g.Path, ".") }
+
+// String names the field and what Karpenter would do with it.
+func (g Gap) String() string { return g.Field() + " " + g.Explain() }
+
+// Explain says what Karpenter would do with the field, for a finding that names it already.
+func (g Gap) Explain() string {
+	return "is not implemented by karpool: Karpenter " + g.Karpenter
+}
+
+// Gaps are the fields, in the order of the kinds' specs.
+var Gaps = []Gap{
+	{"NodePool", []string{"spec", "replicas"}, "keeps exactly this many nodes in a static pool (StaticCapacity); karpool only keeps the pool out of provisioning"},
+	{"EC2NodeClass", []string{"spec", "capacityReservationSelectorTerms"}, "launches into the matched On-Demand Capacity Reservations and capacity blocks first (ReservedCapacity, on by default)"},
+	{"EC2NodeClass", []string{"spec", "networkInterfaces"}, "launches with these network interfaces (EFA and multi-card instances)"},
+	{"EC2NodeClass", []string{"spec", "ipPrefixCount"}, "assigns IPv4 prefixes to the primary interface and raises max pods accordingly"},
+	{"EC2NodeClass", []string{"spec", "cpuOptions"}, "sets these CPU options (cores, threads per core, nested virtualization) in the launch template"},
+	{"EC2NodeClass", []string{"spec", "connectionTracking"}, "sets these connection-tracking timeouts on the instances' interfaces"},
+	{"EC2NodeClass", []string{"spec", "placementGroupSelector"}, "launches into the selected placement group and reports it in status"},
+}
+
+// OptOutAnnotation on a NodePool or EC2NodeClass, with the value OptOut, makes its unimplemented
+// fields a warning instead of an error in `karpool vet` and PoolSync: for a migration that accepts,
+// in Git, that karpool will not do what Karpenter did.
+const (
+	OptOutAnnotation = "karpool.dev/unimplemented-fields"
+	OptOut           = "ignore"
+)
+
+// In returns the gaps an object of kind uses: the fields it sets to something other than null or
+// an empty list or map. obj is the object as JSON decodes it.
+func In(kind string, obj map[string]any) []Gap {
+	var out []Gap
+	for _, g := range Gaps {
+		if g.Kind == kind && set(obj, g.Path) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+func set(obj map[string]any, path []string) bool {
+	var v any = obj
+	for _, k := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return false
+		}
+		if v, ok = m[k]; !ok {
+			return false
+		}
+	}
+	switch x := v.(type) {
+	case nil:
+		return false
+	case []any:
+		return len(x) > 0
+	case map[string]any:
+		return len(x) > 0
+	}
+	return true
+}
+
+// Message is the gaps in one line, for a status condition or a log line.
+func Message(gaps []Gap) string {
+	parts := make([]string, len(gaps))
+	for i, g := range gaps {
+		parts[i] = g.String()
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Gates are Karpenter's feature gates karpool does not implement, with what turning them on
+// does in Karpenter. ReservedCapacity is on by default there; karpool behaves as with it off,
+// and refuses the fields that would need it (capacityReservationSelectorTerms) instead.
+var Gates = map[string]string{
+	"NodeRepair":       "replaces nodes whose conditions stay unhealthy, within a 20 % safety limit",
+	"NodeOverlay":      "applies NodeOverlay price and capacity adjustments to instance types",
+	"StaticCapacity":   "keeps spec.replicas nodes in static NodePools",
+	"CapacityBuffer":   "keeps spare capacity ready for pods not yet created",
+	"ReservedCapacity": "launches into capacity reservations first",
+}

@@ -1,0 +1,75 @@
+package unimplemented
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
+)
+
+// TestConditionNamesEachField: a class or pool that sets a field of the list gets a False
+// condition naming it and what Karpenter would do; one that does not, or sets it empty, True.
+func TestConditionNamesEachField(t *testing.T) {
+	nc := &awsv1.EC2NodeClass{}
+	if c := Condition("EC2NodeClass", nc, 1); c.Status != metav1.ConditionTrue || c.ObservedGeneration != 1 {
+		t.Fatalf("a plain class: %+v, want True at generation 1", c)
+	}
+	nc.Spec.CapacityReservationSelectorTerms = []awsv1.CapacityReservationSelectorTerm{}
+	if c := Condition("EC2NodeClass", nc, 1); c.Status != metav1.ConditionTrue {
+		t.Fatalf("an empty list selects nothing: %+v, want True", c)
+	}
+	nc.Spec.CapacityReservationSelectorTerms = []awsv1.CapacityReservationSelectorTerm{{ID: "cr-0123456789abcdef0"}}
+	nc.Spec.IPPrefixCount = ptr.To[int32](2)
+	c := Condition("EC2NodeClass", nc, 2)
+	if c.Status != metav1.ConditionFalse || c.Reason != "NotImplemented" {
+		t.Fatalf("%+v, want False NotImplemented", c)
+	}
+	for _, want := range []string{"spec.capacityReservationSelectorTerms is not implemented", "Capacity Reservations", "spec.ipPrefixCount is not implemented"} {
+		if !strings.Contains(c.Message, want) {
+			t.Errorf("message %q does not say %q", c.Message, want)
+		}
+	}
+
+	np := &karpv1.NodePool{}
+	if c := Condition("NodePool", np, 1); c.Status != metav1.ConditionTrue {
+		t.Fatalf("a dynamic pool: %+v, want True", c)
+	}
+	np.Spec.Replicas = ptr.To[int64](3)
+	if c := Condition("NodePool", np, 1); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "spec.replicas") {
+		t.Fatalf("a static pool: %+v, want False naming spec.replicas", c)
+	}
+}
+
+// TestInFollowsTheKind: a path is a gap only for its own kind, and null values are not set.
+func TestInFollowsTheKind(t *testing.T) {
+	obj := map[string]any{"spec": map[string]any{"replicas": int64(2), "cpuOptions": nil}}
+	if got := In("EC2NodeClass", obj); len(got) != 0 {
+		t.Errorf("EC2NodeClass with replicas and a null cpuOptions: %v, want nothing", got)
+	}
+	if got := In("NodePool", obj); len(got) != 1 || got[0].Field() != "spec.replicas" {
+		t.Errorf("NodePool with replicas: %v, want spec.replicas", got)
+	}
+}
+
+// TestDocsListEveryGap: docs/migrate-from-karpenter.md's table is this package's list, row for
+// row, so the page users read before they move says exactly what karpool does not do.
+func TestDocsListEveryGap(t *testing.T) {
+	data, err := os.ReadFile("../../docs/migrate-from-karpenter.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, g := range Gaps {
+		rows = append(rows, fmt.Sprintf("| %s | `%s` | %s |", g.Kind, g.Field(), g.Karpenter))
+	}
+	table := strings.Join(rows, "\n")
+	if !strings.Contains(string(data), table) {
+		t.Errorf("docs/migrate-from-karpenter.md does not hold the table of unimplemented fields; it should read:\n%s", table)
+	}
+}
