@@ -116,6 +116,8 @@ func TestBuildErrorsAreLocated(t *testing.T) {
 			[]string{`k/kustomization.yaml:3:5: "missing.yaml" not found in the repository (looked for k/missing.yaml)`}},
 		{"remote base", map[string][]byte{"kustomization.yaml": []byte("resources:\n- https://github.com/org/repo//pools?ref=v1\n- github.com/org/repo/pools\n")}, "",
 			[]string{`kustomization.yaml:2:3: remote location "https://github.com/org/repo//pools?ref=v1": karpool builds read the repository only`, `kustomization.yaml:3:3: remote location "github.com/org/repo/pools": karpool builds read the repository only`}},
+		{"http URL with a space, which kustomize still fetches", map[string][]byte{"kustomization.yaml": []byte("configurations:\n- http:- h\n")}, "",
+			[]string{`kustomization.yaml:2:3: remote location "http:- h"`}},
 		{"remote file in a generator's configuration file", map[string][]byte{"kustomization.yaml": []byte("generators:\n- gen.yaml\n"), "gen.yaml": []byte("apiVersion: builtin\nkind: ConfigMapGenerator\nmetadata:\n  name: x\nfiles:\n- k=http://169.254.169.254/latest/meta-data\n")}, "",
 			[]string{`gen.yaml:6:3: remote location "http://169.254.169.254/latest/meta-data"`}},
 		{"remote base behind a generator directory", map[string][]byte{"kustomization.yaml": []byte("generators:\n- gen\n"), "gen/kustomization.yaml": []byte("resources:\n- git@github.com:org/repo.git//x?ref=--upload-pack=touch\n")}, "",

@@ -134,7 +134,15 @@ func remoteValue(s string) (string, bool) {
 // and the forms kustomize documents (git::, ?ref=).
 func remote(ref string) bool {
 	s := strings.TrimSpace(ref)
-	if s == "" || strings.ContainsAny(s, " \t\n") {
+	if s == "" {
+		return false
+	}
+	// kustomize fetches any value url.Parse gives an http or https scheme, even without a host
+	// ("http:0") or with spaces in it ("http:- h"), so this comes before the space test below.
+	if u, err := url.Parse(s); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
+		return true
+	}
+	if strings.ContainsAny(s, " \t\n") {
 		return false
 	}
 	l := strings.ToLower(strings.TrimPrefix(s, "git::"))
@@ -143,8 +151,7 @@ func remote(ref string) bool {
 		strings.HasPrefix(l, "github.com/"), strings.HasPrefix(l, "github.com:"):
 		return true
 	}
-	// kustomize fetches any http or https URL, even one without a host ("http:0").
-	if u, err := url.Parse(s); err == nil && (u.Scheme == "http" || u.Scheme == "https" || u.Scheme != "" && u.Host != "") {
+	if u, err := url.Parse(s); err == nil && u.Scheme != "" && u.Host != "" {
 		return true
 	}
 	if at := strings.Index(l, "@"); at > 0 && !strings.Contains(l[:at], "/") && strings.Contains(l[at:], ":") {
