@@ -92,14 +92,16 @@ func crossChecks(u *unit, opts Options) schema.Findings {
 		} else if d.Name != "" {
 			first[k] = d
 		}
+		if d.facts.class {
+			// An invalid class is still there: its own errors say what to fix, and a pool
+			// naming it is not told the class is missing.
+			classes[d.Name] = true
+		}
 		if d.facts.errs {
 			continue
 		}
 		for _, f := range d.facts.local {
 			emit(d, f)
-		}
-		if d.facts.class {
-			classes[d.Name] = true
 		}
 		if p := d.facts.pool; p != nil {
 			p.doc = d

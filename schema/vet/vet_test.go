@@ -182,6 +182,12 @@ func TestNodeClassRef(t *testing.T) {
 	if r := run(t, o, f); len(r.Findings) != 0 {
 		t.Errorf("with --allow-external-refs: %v", r.Findings)
 	}
+	// A class that is there but invalid is not reported missing: its own errors say what to fix.
+	invalid := write(t, dir, "invalid.yaml", strings.ReplaceAll(strings.ReplaceAll(class, "%s", "default"), "KarpenterNodeRole-demo", `"role/*"`)+"---\n"+nodePool("a", "default", ""))
+	r = run(t, opts(), invalid)
+	if got := findings(r, "nodeclassref"); len(got) != 0 || len(r.Findings) == 0 {
+		t.Errorf("a pool naming an invalid class: nodeClassRef findings %v among %v; want none, and the class's own errors", got, r.Findings)
+	}
 }
 
 func TestDuplicates(t *testing.T) {
