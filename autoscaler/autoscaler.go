@@ -66,9 +66,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := watchMetrics(mgr, m); err != nil {
 		return err
 	}
+	// The provisioner records where it planned pods; the lifecycle hands them over at registration.
+	nominations := state.NewNominations()
 	prov := provisioning.New(mgr.GetClient(), provisioning.Options{
 		Provider: m.Cloud(opts.Provider, metrics.ControllerProvisioner), Region: opts.Region,
-		BatchIdle: opts.BatchIdle, BatchMax: opts.BatchMax, Recorder: recorder, Metrics: m,
+		BatchIdle: opts.BatchIdle, BatchMax: opts.BatchMax, Recorder: recorder, Metrics: m, Nominations: nominations,
 	})
 	// Runnables get the manager's context, which carries no logger; give them the manager's
 	// (the process-wide default may belong to another manager in tests).
@@ -83,7 +85,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	claimOpts := nodeclaim.Options{
 		Provider: m.Cloud(opts.Provider, metrics.ControllerLifecycle), RegistrationTTL: opts.RegistrationTTL,
-		Recorder: recorder, Metrics: m, CapacityGone: prov.Trigger, Nominated: prov.NominatedTo, Cohort: prov.Cohort,
+		Recorder: recorder, Metrics: m, CapacityGone: prov.Trigger, Nominations: nominations,
 	}
 	// Launches are slow API calls; let several run at once.
 	if err := nodeclaim.NewLifecycle(mgr.GetClient(), claimOpts).SetupWithManager(mgr, 10); err != nil {

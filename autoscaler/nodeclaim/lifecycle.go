@@ -17,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -45,12 +44,10 @@ type Options struct {
 	// launch without capacity, a registration timeout, a deletion), so the provisioner looks at
 	// the pending pods again at once.
 	CapacityGone func()
-	// Nominated lists the pods the provisioner planned onto a NodeClaim (by name) that may still
-	// be pending; registration hands them to the kube-scheduler.
-	Nominated func(claim string) []types.NamespacedName
-	// Cohort lists the NodeClaims (by name) the provisioner created in the same decision as
-	// this one; registration opens their nodes together (see cohortWaiting).
-	Cohort func(claim string) []string
+	// Nominations is the provisioner's record of the pods it planned onto each NodeClaim and of
+	// the NodeClaims it created together: registration hands the pods to the kube-scheduler
+	// and opens a decision's nodes together (see cohortWaiting).
+	Nominations *state.Nominations
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -65,11 +62,8 @@ func (o *Options) defaults() {
 	if o.CapacityGone == nil {
 		o.CapacityGone = func() {}
 	}
-	if o.Nominated == nil {
-		o.Nominated = func(string) []types.NamespacedName { return nil }
-	}
-	if o.Cohort == nil {
-		o.Cohort = func(string) []string { return nil }
+	if o.Nominations == nil {
+		o.Nominations = state.NewNominations()
 	}
 	if o.Recorder == nil {
 		o.Recorder = &record.FakeRecorder{}
@@ -84,9 +78,6 @@ type Lifecycle struct {
 	// may still show one unlaunched for a moment after its status was written, and a second
 	// launch would only find the same instance again, but log and count it twice.
 	launched sync.Map
-	// handedOff holds, by NodeClaim name, when registration handed its planned pods to the
-	// kube-scheduler; the node stays closed (unregistered taint) while its cohort catches up.
-	handedOff sync.Map
 }
 
 // NewLifecycle returns the NodeClaim lifecycle reconciler.
@@ -246,13 +237,12 @@ func (l *Lifecycle) register(ctx context.Context, nc *karpv1.NodeClaim) (reconci
 		l.opts.CapacityGone()
 		return reconcile.Result{}, nil
 	}
-	handed, done := l.handedOff.Load(nc.Name)
-	if !done {
+	// The node stays closed (unregistered taint) while its cohort catches up.
+	handed, first := l.opts.Nominations.HandOff(nc.Name, now)
+	if first {
 		l.handOff(ctx, nc, node.Name)
-		handed = now
-		l.handedOff.Store(nc.Name, now)
 	}
-	if l.cohortWaiting(ctx, nc, handed.(time.Time), now) {
+	if l.cohortWaiting(ctx, nc, handed, now) {
 		return reconcile.Result{RequeueAfter: cohortPoll}, nil
 	}
 	patch := client.MergeFrom(node.DeepCopy())
@@ -269,7 +259,7 @@ func (l *Lifecycle) register(ctx context.Context, nc *karpv1.NodeClaim) (reconci
 	if err := l.patchTransition(ctx, before, nc); err != nil {
 		return requeueOnConflict(err)
 	}
-	l.handedOff.Delete(nc.Name)
+	l.opts.Nominations.Registered(nc.Name)
 	logger.Info("registered nodeclaim", "Node", klog.KRef("", node.Name))
 	if l.opts.Metrics != nil {
 		l.opts.Metrics.NodeClaimsRegistered.WithLabelValues(nc.Labels[karpv1.LabelNodePool]).Inc()
@@ -297,11 +287,8 @@ func (l *Lifecycle) cohortWaiting(ctx context.Context, nc *karpv1.NodeClaim, han
 	if now.Sub(handed) >= openTogether {
 		return false
 	}
-	for _, name := range l.opts.Cohort(nc.Name) {
-		if name == nc.Name {
-			continue
-		}
-		if _, ok := l.handedOff.Load(name); ok {
+	for _, name := range l.opts.Nominations.Cohort(nc.Name) {
+		if name == nc.Name || l.opts.Nominations.HandedOff(name) {
 			continue
 		}
 		var other karpv1.NodeClaim
@@ -330,7 +317,7 @@ const handOffParallelism = 10
 // takes back nominations that went stale (provisioning.staleNominations). Failures only lose
 // the hint.
 func (l *Lifecycle) handOff(ctx context.Context, nc *karpv1.NodeClaim, node string) {
-	pods := l.opts.Nominated(nc.Name)
+	pods := l.opts.Nominations.Pods(nc.Name)
 	var handed atomic.Int32
 	workqueue.ParallelizeUntil(ctx, handOffParallelism, len(pods), func(i int) {
 		var pod corev1.Pod

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	"github.com/karpool/karpool/autoscaler/state"
 )
 
 func claim() *karpv1.NodeClaim {
@@ -83,19 +84,15 @@ func TestNotInitialized(t *testing.T) {
 // nominated (KEP-5278: a nomination is not overwritten), are left alone.
 func TestHandOffNominatesPlannedPods(t *testing.T) {
 	pod := func(name, node string) *corev1.Pod {
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "web"}, Spec: corev1.PodSpec{NodeName: node}}
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "web", UID: types.UID(name)}, Spec: corev1.PodSpec{NodeName: node}}
 	}
 	pending, bound, preemptor := pod("pending", ""), pod("bound", "other-node"), pod("preemptor", "")
 	preemptor.Status.NominatedNodeName = "victims-node"
 	c := fake.NewClientBuilder().WithObjects(pending, bound, preemptor).WithStatusSubresource(&corev1.Pod{}).Build()
-	planned := []types.NamespacedName{{Namespace: "web", Name: "pending"}, {Namespace: "web", Name: "bound"},
-		{Namespace: "web", Name: "preemptor"}, {Namespace: "web", Name: "gone"}}
-	l := NewLifecycle(c, Options{Nominated: func(claim string) []types.NamespacedName {
-		if claim != "default-abc" {
-			t.Errorf("asked for the pods of %q", claim)
-		}
-		return planned
-	}})
+	noms := state.NewNominations()
+	noms.Nominate("default-abc", pending, bound, preemptor, pod("gone", ""))
+	noms.Nominate("another-claim", pod("elsewhere", ""))
+	l := NewLifecycle(c, Options{Nominations: noms})
 	l.handOff(context.Background(), claim(), "ip-10-0-0-1.ec2.internal")
 	for name, want := range map[string]string{"pending": "ip-10-0-0-1.ec2.internal", "bound": "", "preemptor": "victims-node"} {
 		var got corev1.Pod
@@ -123,8 +120,9 @@ func TestCohortOpensTogether(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nc("self"), launching,
 		nc("registered", karpv1.Condition{Type: karpv1.ConditionTypeRegistered, Status: metav1.ConditionTrue}),
 		nc("failed", karpv1.Condition{Type: karpv1.ConditionTypeLaunched, Status: metav1.ConditionFalse})).Build()
-	cohort := []string{"self", "launching", "registered", "failed", "gone"}
-	l := NewLifecycle(c, Options{Cohort: func(string) []string { return cohort }})
+	noms := state.NewNominations()
+	noms.Decided([]string{"self", "launching", "registered", "failed", "gone"})
+	l := NewLifecycle(c, Options{Nominations: noms})
 	ctx, t0 := context.Background(), time.Unix(1000, 0)
 	if !l.cohortWaiting(ctx, nc("self"), t0, t0.Add(time.Second)) {
 		t.Error("open while NodeClaim launching is still on its way")
@@ -132,13 +130,12 @@ func TestCohortOpensTogether(t *testing.T) {
 	if l.cohortWaiting(ctx, nc("self"), t0, t0.Add(openTogether)) {
 		t.Error("still closed openTogether after the hand-off")
 	}
-	l.handedOff.Store("launching", t0)
+	noms.HandOff("launching", t0)
 	if l.cohortWaiting(ctx, nc("self"), t0, t0.Add(time.Second)) {
 		t.Error("closed although the rest of the cohort is handed off, registered, failed or gone")
 	}
-	cohort = nil
-	l.handedOff.Delete("launching")
-	if l.cohortWaiting(ctx, nc("self"), t0, t0) {
+	noms.Registered("launching")
+	if l.cohortWaiting(ctx, nc("alone"), t0, t0) {
 		t.Error("closed without a cohort")
 	}
 }

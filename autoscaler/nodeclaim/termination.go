@@ -92,7 +92,7 @@ func (l *Lifecycle) finalize(ctx context.Context, nc *karpv1.NodeClaim) (reconci
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	l.launched.Delete(nc.UID)
-	l.handedOff.Delete(nc.Name)
+	l.opts.Nominations.Clear(nc.Name)
 	nodeName := ""
 	if node != nil {
 		nodeName = node.Name

@@ -60,7 +60,7 @@ func TestNominatedDedupedPerPod(t *testing.T) {
 	if got := len(rec.Events); got != 1 {
 		t.Errorf("%d Nominated events, want 1", got)
 	}
-	if got := p.NominatedTo("second"); len(got) != 1 || got[0].Name != "web" {
+	if got := p.opts.Nominations.Pods("second"); len(got) != 1 || got[0].Name != "web" {
 		t.Errorf("nominated to the second claim: %v", got)
 	}
 	now = now.Add(nominatedDedupe)

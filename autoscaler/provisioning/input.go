@@ -10,26 +10,13 @@ import (
 	"github.com/karpool/karpool/autoscaler/state"
 )
 
-// Nominations remembers which in-flight NodeClaim each pod was planned onto, by pod UID. The
-// scheduling engine needs them while a NodeClaim has no node: those pods are not pending any
-// more as far as the autoscaler is concerned (their capacity is on its way), and the room they
-// take on the NodeClaim is not free. When the NodeClaim's node registers, the lifecycle hands
-// them to the kube-scheduler as the pods' nominated node (NominatedTo).
-type Nominations map[types.UID]Nomination
-
-// Nomination is one pod's planned NodeClaim.
-type Nomination struct {
-	Claim string
-	Pod   types.NamespacedName
-}
-
 // input builds the scheduling engine's input from a snapshot: pending pods (minus those
 // nominated to in-flight NodeClaims or to nodes still starting), existing nodes with their pods,
 // in-flight NodeClaims with their nominated pods, daemonsets, volume claims, volumes and storage
 // classes, and the pools whose node class is ready with the instance types the cloud offers for
-// it. The engine sizes in-flight NodeClaims that have not launched yet from their instance-type
-// options.
-func input(c *state.Cluster, pools []scheduling.Pool, noms Nominations, region string) *scheduling.Input {
+// it. planned gives each pod's planned NodeClaim (state.Nominations.Planned). The engine sizes
+// in-flight NodeClaims that have not launched yet from their instance-type options.
+func input(c *state.Cluster, pools []scheduling.Pool, planned map[types.UID]string, region string) *scheduling.Input {
 	in := &scheduling.Input{
 		Nodes:      make([]scheduling.ExistingNode, 0, len(c.Nodes)),
 		DaemonSets: c.DaemonSets,
@@ -64,7 +51,7 @@ func input(c *state.Cluster, pools []scheduling.Pool, noms Nominations, region s
 		in.NodeClaims = append(in.NodeClaims, scheduling.InFlightNodeClaim{NodeClaim: nc})
 	}
 	for _, p := range c.ProvisionablePods() {
-		claim := noms[p.UID].Claim
+		claim := planned[p.UID]
 		if i, ok := inFlight[claim]; ok {
 			in.NodeClaims[i].Pods = append(in.NodeClaims[i].Pods, p)
 			continue

@@ -51,7 +51,7 @@ func TestPartialBatchFillsInFlightNodeClaim(t *testing.T) {
 		return []scheduling.Pool{{NodePool: np, InstanceTypes: its}}
 	}
 	nominated := pendingPod("a", "1")
-	noms := Nominations{nominated.UID: {Claim: "pool-1"}}
+	noms := map[k8stypes.UID]string{nominated.UID: "pool-1"}
 	plan := func(pods []*corev1.Pod, limits corev1.ResourceList) *scheduling.Result {
 		c := state.New(append([]*corev1.Pod{nominated}, pods...), nil, []*karpv1.NodeClaim{nc})
 		in := input(c, pool(limits), noms, "us-east-1")
@@ -122,26 +122,6 @@ func TestNewNodeClaim(t *testing.T) {
 	}
 }
 
-// Nominations outlive the NodeClaim's node showing up (registration hands them to the
-// kube-scheduler then), and go with the pod's binding or the NodeClaim.
-func TestNominationsKeptUntilBoundOrClaimGone(t *testing.T) {
-	launched := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "with-node"}, Status: karpv1.NodeClaimStatus{ProviderID: "aws:///us-east-1a/i-1"}}
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "ip-1"}, Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/i-1"}}
-	waiting, boundPod, orphan := pendingPod("waiting", "1"), pendingPod("bound", "1"), pendingPod("orphan", "1")
-	boundPod.Spec.NodeName = "ip-1"
-	p := New(nil, Options{})
-	p.nominate([]*corev1.Pod{waiting, boundPod}, "with-node")
-	p.nominate([]*corev1.Pod{orphan}, "deleted-claim")
-	p.forgetStale(state.New([]*corev1.Pod{waiting, boundPod, orphan}, []*corev1.Node{node}, []*karpv1.NodeClaim{launched}))
-	got := p.NominatedTo("with-node")
-	if len(got) != 1 || got[0] != (k8stypes.NamespacedName{Namespace: "default", Name: "waiting"}) {
-		t.Errorf("nominated to with-node: %v, want only default/waiting", got)
-	}
-	if got := p.NominatedTo("deleted-claim"); len(got) != 0 {
-		t.Errorf("nominations of a deleted NodeClaim kept: %v", got)
-	}
-}
-
 // Pods planned onto a NodeClaim whose node registered but is not initialized yet keep its room
 // until the hand-off gives them their nominated node: the next round does not pack them again.
 // Once the node is initialized, a pod still pending without a nomination is planned afresh.
@@ -149,7 +129,7 @@ func TestStartingNodeKeepsItsPlannedPods(t *testing.T) {
 	claim := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "default-abc"}, Status: karpv1.NodeClaimStatus{ProviderID: "aws:///us-east-1a/i-1"}}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "ip-1", Labels: map[string]string{}}, Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/i-1"}}
 	planned, other := pendingPod("planned", "1"), pendingPod("other", "1")
-	noms := Nominations{planned.UID: {Claim: "default-abc"}}
+	noms := map[k8stypes.UID]string{planned.UID: "default-abc"}
 
 	in := input(state.New([]*corev1.Pod{planned, other}, []*corev1.Node{node}, []*karpv1.NodeClaim{claim}), nil, noms, "us-east-1")
 	if len(in.Pods) != 1 || in.Pods[0] != other {
@@ -179,7 +159,7 @@ func TestSimulateWithoutMovesDrainingPods(t *testing.T) {
 	for _, n := range c.Nodes {
 		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 	}
-	p := &Provisioner{}
+	p := New(nil, Options{})
 	res := p.SimulateWithout(c, nil, map[string]bool{})
 	if len(res.Bindings) != 1 || res.Bindings[0].Pod.Name != "big" || res.Bindings[0].Node == "managed" {
 		t.Fatalf("bindings %+v, unschedulable %+v: want big moved off the draining node", res.Bindings, res.Unschedulable)
@@ -196,7 +176,7 @@ func TestNominatedEventsRateLimited(t *testing.T) {
 		pods = append(pods, pendingPod(fmt.Sprintf("p%d", i), "100m"))
 	}
 	p.nominate(pods, "big-claim")
-	if got := len(p.NominatedTo("big-claim")); got != 100 {
+	if got := len(p.opts.Nominations.Pods("big-claim")); got != 100 {
 		t.Errorf("%d pods nominated, want 100", got)
 	}
 	// The burst may have refilled by a token or two while the loop ran.

@@ -42,6 +42,9 @@ type Options struct {
 	Recheck  time.Duration
 	Recorder record.EventRecorder
 	Metrics  *metrics.Metrics
+	// Nominations is where the pods planned onto NodeClaims are recorded, shared with the
+	// NodeClaim lifecycle (default: a record of the provisioner's own).
+	Nominations *state.Nominations
 }
 
 // Provisioner is a manager Runnable (it runs on the leader only).
@@ -50,14 +53,11 @@ type Provisioner struct {
 	opts    Options
 	trigger chan struct{}
 
-	mu          sync.Mutex
-	nominations Nominations
+	mu sync.Mutex
 	// triggered holds the pods that already extended the current batch window.
 	triggered map[types.UID]bool
 	// nominatedSince is when each pending pod's nomination to a node was first seen.
 	nominatedSince map[types.UID]nominatedSince
-	// cohorts holds, by NodeClaim name, the NodeClaims created by the same decision.
-	cohorts map[string][]string
 	// nominatedEvents bounds the Nominated events of all pods together, as Karpenter's
 	// PodNominationRateLimiter does: a decision for 1,000 pods would otherwise post 1,000
 	// events while the new nodes come up, each a write the API server must make.
@@ -79,8 +79,11 @@ func New(c client.Client, opts Options) *Provisioner {
 	if opts.Recheck <= 0 {
 		opts.Recheck = 10 * time.Second
 	}
-	return &Provisioner{client: c, opts: opts, trigger: make(chan struct{}, 1), nominations: Nominations{},
-		triggered: map[types.UID]bool{}, nominatedSince: map[types.UID]nominatedSince{}, cohorts: map[string][]string{},
+	if opts.Nominations == nil {
+		opts.Nominations = state.NewNominations()
+	}
+	return &Provisioner{client: c, opts: opts, trigger: make(chan struct{}, 1),
+		triggered: map[types.UID]bool{}, nominatedSince: map[types.UID]nominatedSince{},
 		nominatedEvents: flowcontrol.NewTokenBucketRateLimiter(nominatedEventsPerSecond, nominatedEventsBurst), now: time.Now}
 }
 
@@ -178,11 +181,11 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 		return err
 	}
 	pools, skipped := p.Pools(ctx, c)
+	p.opts.Nominations.Forget(c)
 	p.mu.Lock()
-	p.forgetStale(c)
 	stale := staleNominations(c, p.nominatedSince, time.Now())
-	in := input(c, pools, p.nominations, p.opts.Region)
 	p.mu.Unlock()
+	in := input(c, pools, p.opts.Nominations.Planned(), p.opts.Region)
 	p.clearNominations(ctx, stale)
 	if len(in.Pods) == 0 {
 		if p.opts.Metrics != nil {
@@ -233,14 +236,10 @@ func (p *Provisioner) nominateInFlight(placements []scheduling.Binding, inFlight
 	}
 }
 
-// nominate remembers that the pods will run on the NodeClaim and says so in an event on each,
+// nominate records that the pods will run on the NodeClaim and says so in an event on each,
 // as Karpenter does: once per pod within nominatedDedupe, and at most nominatedEvents' pace.
 func (p *Provisioner) nominate(pods []*corev1.Pod, claim string) {
-	p.mu.Lock()
-	for _, pod := range pods {
-		p.nominations[pod.UID] = Nomination{Claim: claim, Pod: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}}
-	}
-	p.mu.Unlock()
+	p.opts.Nominations.Nominate(claim, pods...)
 	if p.opts.Recorder != nil {
 		now := p.now()
 		for _, pod := range pods {
@@ -300,13 +299,7 @@ func (p *Provisioner) createNodeClaims(ctx context.Context, planned []scheduling
 			errs = append(errs, failed[i])
 		}
 	}
-	if len(created) > 1 {
-		p.mu.Lock()
-		for _, name := range created {
-			p.cohorts[name] = created
-		}
-		p.mu.Unlock()
-	}
+	p.opts.Nominations.Decided(created)
 	return created, errs
 }
 
@@ -342,9 +335,7 @@ func (p *Provisioner) Pools(ctx context.Context, c *state.Cluster) ([]scheduling
 // them. Disruption asks it whether nodes can go, and with what in their place; the pods still
 // on a draining node need room too, or the decision taken while a drain runs would not hold.
 func (p *Provisioner) SimulateWithout(c *state.Cluster, pools []scheduling.Pool, nodes map[string]bool) *scheduling.Result {
-	p.mu.Lock()
-	in := input(c, pools, p.nominations, p.opts.Region)
-	p.mu.Unlock()
+	in := input(c, pools, p.opts.Nominations.Planned(), p.opts.Region)
 	gone := maps.Clone(nodes)
 	for _, nc := range c.NodeClaims {
 		if node := c.NodeFor(nc); node != nil && (nc.DeletionTimestamp != nil || node.DeletionTimestamp != nil) {
@@ -391,56 +382,6 @@ func (p *Provisioner) Replace(ctx context.Context, planned []scheduling.NodeClai
 		return created, fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
 	return created, p.waitForCache(ctx, created)
-}
-
-// forgetStale drops nominations of pods that are gone or bound, and of NodeClaims that are gone.
-// Those of a NodeClaim whose node exists stay until its pods are bound: the lifecycle hands them
-// to the kube-scheduler when it registers the node (the engine then counts the pods against the
-// node itself).
-func (p *Provisioner) forgetStale(c *state.Cluster) {
-	pending := map[types.UID]bool{}
-	for _, pod := range c.Pods {
-		if pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil {
-			pending[pod.UID] = true
-		}
-	}
-	claims := map[string]bool{}
-	for _, nc := range c.NodeClaims {
-		if nc.DeletionTimestamp == nil {
-			claims[nc.Name] = true
-		}
-	}
-	for uid, n := range p.nominations {
-		if !pending[uid] || !claims[n.Claim] {
-			delete(p.nominations, uid)
-		}
-	}
-	for name := range p.cohorts {
-		if !claims[name] {
-			delete(p.cohorts, name)
-		}
-	}
-}
-
-// Cohort lists the NodeClaims created by the same decision as this one (itself included), or
-// nil: the lifecycle opens their nodes together.
-func (p *Provisioner) Cohort(claim string) []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.cohorts[claim]
-}
-
-// NominatedTo lists the pods planned onto the NodeClaim that are not known to be bound yet.
-func (p *Provisioner) NominatedTo(claim string) []types.NamespacedName {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var out []types.NamespacedName
-	for _, n := range p.nominations {
-		if n.Claim == claim {
-			out = append(out, n.Pod)
-		}
-	}
-	return out
 }
 
 // reportUnschedulable records a FailedScheduling event on each pod no capacity was found for
