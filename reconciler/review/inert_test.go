@@ -55,6 +55,7 @@ func planOf(str func(string) string, a, b, c string, s sectionsOf) *Plan {
 		p.AWS.Changes = nil
 	}
 	p.Objects = []ObjectChange{{ID: a, Change: "change", Diff: b}, {ID: c, Change: "add", Diff: ca}}
+	p.Unhonored = []Unhonored{{Object: a, Field: b, Karpenter: c}}
 	return p
 }
 

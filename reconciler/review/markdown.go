@@ -10,6 +10,7 @@ import (
 	"github.com/karpool/karpool/autoscaler/simulate"
 	"github.com/karpool/karpool/internal/fleet"
 	"github.com/karpool/karpool/internal/mdsafe"
+	"github.com/karpool/karpool/internal/unimplemented"
 	"github.com/karpool/karpool/manifests/validate"
 )
 
@@ -44,6 +45,7 @@ func (p *Plan) Markdown(version string) string {
 	p.replacedSection(&pg)
 	p.worstCaseSection(&pg)
 	p.awsSection(&pg)
+	p.unhonoredSection(&pg)
 	tail := p.assumptions(version)
 	room := MaxComment - len(tail)
 	if pg.size > room {
@@ -159,6 +161,19 @@ func (p *Plan) poolTable(pg *page) {
 			}
 			pg.blockf("| %s | %s | %s | %s | %s |\n", name, r[0], r[1], r[2], r[3])
 		}
+	}
+	pg.block("\n")
+}
+
+// unhonoredSection names the fields the head's objects set and karpool does not act on, which
+// the objects accept in Git: the plan above is made without them.
+func (p *Plan) unhonoredSection(pg *page) {
+	if len(p.Unhonored) == 0 {
+		return
+	}
+	pg.blockf("#### Not done by karpool, accepted with %s (%d)\n\n", mdsafe.Code(unimplemented.OptOutAnnotation), len(p.Unhonored))
+	for _, u := range p.Unhonored {
+		pg.blockf("- %s %s: Karpenter %s.\n", mdsafe.Code(u.Object), mdsafe.Code(u.Field), mdsafe.Text(u.Karpenter))
 	}
 	pg.block("\n")
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/karpool/karpool/autoscaler/disruption"
 	"github.com/karpool/karpool/autoscaler/simulate"
 	"github.com/karpool/karpool/internal/redact"
+	"github.com/karpool/karpool/internal/unimplemented"
 	"github.com/karpool/karpool/manifests"
 	"github.com/karpool/karpool/manifests/build"
 	"github.com/karpool/karpool/manifests/validate"
@@ -75,6 +76,30 @@ type Plan struct {
 	// AWS is what the head's AWS resources (spec.aws) change in the account; nil when the
 	// PoolSync renders none or the plan was made offline.
 	AWS *AWSChanges `json:"aws,omitempty"`
+	// Unhonored are the fields of the head's objects that karpool does not act on and that
+	// the objects accept with the opt-out annotation (without it, they are validation errors).
+	Unhonored []Unhonored `json:"unhonored,omitempty"`
+}
+
+// Unhonored is a field of an object that karpool accepts and does not act on.
+type Unhonored struct {
+	Object    string `json:"object"` // kind/name
+	Field     string `json:"field"`
+	Karpenter string `json:"karpenter"` // what Karpenter does with it
+}
+
+// unhonored lists the opted-out unimplemented fields of objs, in their order.
+func unhonored(objs []*build.Object) []Unhonored {
+	var out []Unhonored
+	for _, o := range objs {
+		if o.Object.GetAnnotations()[unimplemented.OptOutAnnotation] != unimplemented.OptOut {
+			continue
+		}
+		for _, g := range unimplemented.In(o.Object.GetKind(), o.Object.Object) {
+			out = append(out, Unhonored{Object: o.ID(), Field: g.Field(), Karpenter: g.Karpenter})
+		}
+	}
+	return out
 }
 
 // AWSChanges is the head revision's AWS resources planned against the live account.
@@ -164,6 +189,7 @@ func Make(ctx context.Context, in Input) (*Plan, error) {
 		return nil, err
 	}
 	p.Objects = diffObjects(p.Base.objs, p.Head.objs)
+	p.Unhonored = unhonored(p.Head.objs)
 	p.Pools = comparePools(p.Base, p.Head)
 	if p.Base.Planned() && p.Head.Planned() {
 		p.Unschedulable = newlyUnschedulable(p.Base.report, p.Head.report)

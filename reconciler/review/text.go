@@ -9,6 +9,7 @@ import (
 
 	"github.com/karpool/karpool/internal/fleet"
 	"github.com/karpool/karpool/internal/mdsafe"
+	"github.com/karpool/karpool/internal/unimplemented"
 )
 
 // WriteJSON writes the plan for machines.
@@ -89,6 +90,12 @@ func (p *Plan) text() string {
 			for _, g := range byReason(wc.Pending) {
 				fmt.Fprintf(&b, "  pending: %s: %s\n", podList(g.pods, asIs), g.reason)
 			}
+		}
+	}
+	if len(p.Unhonored) > 0 {
+		fmt.Fprintf(&b, "\nNot done by karpool, accepted with %s:\n", unimplemented.OptOutAnnotation)
+		for _, u := range p.Unhonored {
+			fmt.Fprintf(&b, "  %s %s: Karpenter %s\n", u.Object, u.Field, u.Karpenter)
 		}
 	}
 	if len(p.Objects) > 0 {
