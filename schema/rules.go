@@ -57,7 +57,11 @@ func unimplementedFields(d *manifests.Document, obj any, reported map[string]boo
 	}
 	fs := make(Findings, 0, len(gaps))
 	for _, g := range gaps {
-		fs = append(fs, At(d, g.Path, sev, "unimplemented", "the field "+g.Explain(), hint))
+		what := "the field"
+		if g.Value != "" {
+			what = "the value " + g.Value
+		}
+		fs = append(fs, At(d, g.Path, sev, "unimplemented", what+" "+g.Explain(), hint))
 	}
 	return fs
 }

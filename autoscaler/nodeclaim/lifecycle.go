@@ -340,6 +340,9 @@ func (l *Lifecycle) handOff(ctx context.Context, nc *karpv1.NodeClaim, node stri
 // Startup taints are only added here, once: whatever removes them later must not see them come
 // back.
 func adoptNode(node *corev1.Node, nc *karpv1.NodeClaim) {
+	// A node labelled do-not-sync-taints (by its provider, before registration) manages its
+	// own taints: only the unregistered taint is removed, as in Karpenter.
+	syncTaints := node.Labels[karpv1.LabelDoNotSyncTaints] != "true"
 	if node.Labels == nil {
 		node.Labels = map[string]string{}
 	}
@@ -347,6 +350,12 @@ func adoptNode(node *corev1.Node, nc *karpv1.NodeClaim) {
 		node.Labels[k] = v
 	}
 	node.Labels[karpv1.LabelNodeRegistered] = "true"
+	if len(nc.Annotations) > 0 && node.Annotations == nil {
+		node.Annotations = map[string]string{}
+	}
+	for k, v := range nc.Annotations {
+		node.Annotations[k] = v
+	}
 	var taints []corev1.Taint
 	for _, t := range node.Spec.Taints {
 		if t.Key != karpv1.TaintKeyUnregistered {
@@ -355,7 +364,7 @@ func adoptNode(node *corev1.Node, nc *karpv1.NodeClaim) {
 	}
 	for _, group := range [][]karpv1.Taint{nc.Spec.Taints, nc.Spec.StartupTaints} {
 		for _, t := range group {
-			if !hasTaint(taints, t.Key, t.Effect) {
+			if syncTaints && !hasTaint(taints, t.Key, t.Effect) {
 				taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
 			}
 		}

@@ -174,6 +174,29 @@ func TestRegistrationAdoptsTheNode(t *testing.T) {
 	}
 }
 
+// Registration copies the NodeClaim's annotations (the template's among them) and taints onto
+// the Node, as Karpenter does; a node labelled do-not-sync-taints keeps its own taints and
+// loses only the unregistered one.
+func TestAdoptNodeCopiesAnnotationsAndTaints(t *testing.T) {
+	nc := &karpv1.NodeClaim{}
+	nc.Annotations = map[string]string{"team.example.com/owner": "payments"}
+	nc.Spec.Taints = []karpv1.Taint{{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}}
+	for _, doNotSync := range []bool{false, true} {
+		node := &corev1.Node{}
+		node.Spec.Taints = []corev1.Taint{{Key: karpv1.TaintKeyUnregistered, Effect: corev1.TaintEffectNoExecute}}
+		if doNotSync {
+			node.Labels = map[string]string{karpv1.LabelDoNotSyncTaints: "true"}
+		}
+		adoptNode(node, nc)
+		if node.Annotations["team.example.com/owner"] != "payments" {
+			t.Errorf("do-not-sync-taints %t: annotations %v, want the NodeClaim's", doNotSync, node.Annotations)
+		}
+		if got := hasKey(node.Spec.Taints, "dedicated"); got == doNotSync || hasKey(node.Spec.Taints, karpv1.TaintKeyUnregistered) {
+			t.Errorf("do-not-sync-taints %t: taints %v; want the NodeClaim's taint only when syncing, never the unregistered one", doNotSync, node.Spec.Taints)
+		}
+	}
+}
+
 // Registration hands the pods the provisioner planned onto the NodeClaim to the
 // kube-scheduler, through the nominations the two share.
 func TestRegistrationHandsPlannedPodsToTheScheduler(t *testing.T) {

@@ -177,6 +177,9 @@ func TestParityGapsAreReported(t *testing.T) {
 		for i, k := range g.Path {
 			if i == len(g.Path)-1 {
 				cur[k] = sampleValue(node)
+				if g.Value != "" {
+					cur[k] = g.Value
+				}
 				break
 			}
 			m := map[string]any{}
@@ -200,7 +203,7 @@ func TestParityGapsAreReported(t *testing.T) {
 			t.Fatalf("%s %s = %s: %v", g.Kind, g.Field(), raw, err)
 		}
 		c := Condition(g.Kind, typed, 1)
-		if c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, g.Field()+" is not implemented") {
+		if c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, g.Subject()+" is not implemented") {
 			t.Errorf("%s with %s: FieldsHonored %+v, want False naming %s", g.Kind, raw, c, g.Field())
 		}
 	}

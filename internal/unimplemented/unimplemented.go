@@ -8,11 +8,14 @@ package unimplemented
 
 import "strings"
 
-// Gap is one field of a kind that karpool accepts and does not act on.
+// Gap is one field of a kind, or one value of it, that karpool accepts and does not act on.
 type Gap struct {
 	Kind string
 	// Path is the field, as keys from the object's root.
 	Path []string
+	// Value, when set, limits the gap to the field holding this value; the field's other values
+	// are implemented.
+	Value string
 	// Karpenter says what Karpenter does with the field, and so what the user would miss.
 	Karpenter string
 }
@@ -20,8 +23,16 @@ type Gap struct {
 // Field is the gap's path written with dots: "spec.cpuOptions".
 func (g Gap) Field() string { return strings.Join(g.Path, ".") }
 
+// Subject is the field, with the value when the gap is one value of it.
+func (g Gap) Subject() string {
+	if g.Value == "" {
+		return g.Field()
+	}
+	return g.Field() + ": " + g.Value
+}
+
 // String names the field and what Karpenter would do with it.
-func (g Gap) String() string { return g.Field() + " " + g.Explain() }
+func (g Gap) String() string { return g.Subject() + " " + g.Explain() }
 
 // Explain says what Karpenter would do with the field, for a finding that names it already.
 func (g Gap) Explain() string {
@@ -30,13 +41,15 @@ func (g Gap) Explain() string {
 
 // Gaps are the fields, in the order of the kinds' specs.
 var Gaps = []Gap{
-	{"NodePool", []string{"spec", "replicas"}, "keeps exactly this many nodes in a static pool (StaticCapacity); karpool only keeps the pool out of provisioning"},
-	{"EC2NodeClass", []string{"spec", "capacityReservationSelectorTerms"}, "launches into the matched On-Demand Capacity Reservations and capacity blocks first (ReservedCapacity, on by default)"},
-	{"EC2NodeClass", []string{"spec", "networkInterfaces"}, "launches with these network interfaces (EFA and multi-card instances)"},
-	{"EC2NodeClass", []string{"spec", "ipPrefixCount"}, "assigns IPv4 prefixes to the primary interface and raises max pods accordingly"},
-	{"EC2NodeClass", []string{"spec", "cpuOptions"}, "sets these CPU options (cores, threads per core, nested virtualization) in the launch template"},
-	{"EC2NodeClass", []string{"spec", "connectionTracking"}, "sets these connection-tracking timeouts on the instances' interfaces"},
-	{"EC2NodeClass", []string{"spec", "placementGroupSelector"}, "launches into the selected placement group and reports it in status"},
+	{"NodePool", []string{"spec", "replicas"}, "", "keeps exactly this many nodes in a static pool (StaticCapacity); karpool only keeps the pool out of provisioning"},
+	{"NodePool", []string{"spec", "disruption", "consolidationPolicy"}, "Balanced", "consolidates underused nodes when the saving outweighs the disruption; karpool would treat the pool as WhenEmpty"},
+	{"EC2NodeClass", []string{"spec", "capacityReservationSelectorTerms"}, "", "launches into the matched On-Demand Capacity Reservations and capacity blocks first (ReservedCapacity, on by default)"},
+	{"EC2NodeClass", []string{"spec", "networkInterfaces"}, "", "launches with these network interfaces (EFA and multi-card instances)"},
+	{"EC2NodeClass", []string{"spec", "ipPrefixCount"}, "", "assigns IPv4 prefixes to the primary interface and raises max pods accordingly"},
+	{"EC2NodeClass", []string{"spec", "cpuOptions"}, "", "sets these CPU options (cores, threads per core, nested virtualization) in the launch template"},
+	{"EC2NodeClass", []string{"spec", "connectionTracking"}, "", "sets these connection-tracking timeouts on the instances' interfaces"},
+	{"EC2NodeClass", []string{"spec", "placementGroupSelector"}, "", "launches into the selected placement group and reports it in status"},
+	{"EC2NodeClass", []string{"spec", "instanceStorePolicy"}, "RAID0", "builds one RAID0 array of the instance-store disks for the kubelet's ephemeral storage in the user data; karpool counts that storage but does not build the array"},
 }
 
 // OptOutAnnotation on a NodePool or EC2NodeClass, with the value OptOut, makes its unimplemented
@@ -48,18 +61,20 @@ const (
 )
 
 // In returns the gaps an object of kind uses: the fields it sets to something other than null or
-// an empty list or map. obj is the object as JSON decodes it.
+// an empty list or map, and the values it sets that karpool does not implement. obj is the
+// object as JSON decodes it.
 func In(kind string, obj map[string]any) []Gap {
 	var out []Gap
 	for _, g := range Gaps {
-		if g.Kind == kind && set(obj, g.Path) {
+		if g.Kind == kind && set(obj, g.Path, g.Value) {
 			out = append(out, g)
 		}
 	}
 	return out
 }
 
-func set(obj map[string]any, path []string) bool {
+// set reports whether obj sets path, to value when value is not "".
+func set(obj map[string]any, path []string, value string) bool {
 	var v any = obj
 	for _, k := range path {
 		m, ok := v.(map[string]any)
@@ -69,6 +84,9 @@ func set(obj map[string]any, path []string) bool {
 		if v, ok = m[k]; !ok {
 			return false
 		}
+	}
+	if value != "" {
+		return v == value
 	}
 	switch x := v.(type) {
 	case nil:

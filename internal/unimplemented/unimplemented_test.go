@@ -46,6 +46,18 @@ func TestConditionNamesEachField(t *testing.T) {
 	}
 }
 
+// TestValueGaps: a gap on one value of a field applies to that value only.
+func TestValueGaps(t *testing.T) {
+	for policy, want := range map[string]int{"Balanced": 1, "WhenEmpty": 0, "WhenEmptyOrUnderutilized": 0} {
+		obj := map[string]any{"spec": map[string]any{"disruption": map[string]any{"consolidationPolicy": policy}}}
+		if got := In("NodePool", obj); len(got) != want {
+			t.Errorf("consolidationPolicy %s: gaps %v, want %d", policy, got, want)
+		} else if want == 1 && got[0].String() != "spec.disruption.consolidationPolicy: Balanced is not implemented by karpool: Karpenter "+got[0].Karpenter {
+			t.Errorf("Balanced: %q", got[0])
+		}
+	}
+}
+
 // TestInFollowsTheKind: a path is a gap only for its own kind, and null values are not set.
 func TestInFollowsTheKind(t *testing.T) {
 	obj := map[string]any{"spec": map[string]any{"replicas": int64(2), "cpuOptions": nil}}
@@ -66,7 +78,7 @@ func TestDocsListEveryGap(t *testing.T) {
 	}
 	var rows []string
 	for _, g := range Gaps {
-		rows = append(rows, fmt.Sprintf("| %s | `%s` | %s |", g.Kind, g.Field(), g.Karpenter))
+		rows = append(rows, fmt.Sprintf("| %s | `%s` | %s |", g.Kind, g.Subject(), g.Karpenter))
 	}
 	table := strings.Join(rows, "\n")
 	if !strings.Contains(string(data), table) {

@@ -10,6 +10,9 @@ const (
 	LabelCapacityType = "karpenter.sh/capacity-type"
 	// LabelNodeRegistered is set to "true" once the node joined the cluster.
 	LabelNodeRegistered = "karpenter.sh/registered"
+	// LabelDoNotSyncTaints "true" on a Node (set by its provider) keeps registration from
+	// copying the NodeClaim's taints onto it.
+	LabelDoNotSyncTaints = "karpenter.sh/do-not-sync-taints"
 	// LabelNodeInitialized is set to "true" once the node is ready, its startup taints are gone
 	// and its extended resources are registered.
 	LabelNodeInitialized = "karpenter.sh/initialized"
