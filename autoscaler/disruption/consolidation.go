@@ -142,6 +142,10 @@ func notCandidate(c *state.Cluster, nc *karpv1.NodeClaim, node *corev1.Node, np 
 	if v := notDisruptable(nc, node); v.Reason != "" {
 		return v
 	}
+	if np.Spec.Replicas != nil {
+		// As in Karpenter: a static pool's node count is its replicas, not its pods' needs.
+		return Verdict{"StaticNodePool", "its NodePool is static (spec.replicas): consolidation leaves its nodes alone"}
+	}
 	after := np.Spec.Disruption.ConsolidateAfter.Duration
 	if after == nil {
 		return Verdict{"ConsolidateAfterNever", "its NodePool's consolidateAfter is Never"}

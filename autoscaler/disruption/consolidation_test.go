@@ -12,6 +12,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	"github.com/karpool/karpool/autoscaler/catalog"
@@ -249,6 +250,13 @@ func TestConsolidationCandidatesSayWhyNot(t *testing.T) {
 		if !strings.Contains(why[name].Message, want) {
 			t.Errorf("%s: reason %q, want it to say %q", name, why[name], want)
 		}
+	}
+
+	// A static pool's nodes are never consolidated, as in Karpenter.
+	c.pool.Spec.Replicas = ptr.To[int64](6)
+	cands, why = consolidationCandidates(c.snapshot(), price, t0)
+	if len(cands) != 0 || why["ok"].Reason != "StaticNodePool" {
+		t.Errorf("static pool: candidates %v, ok's verdict %+v; want none, StaticNodePool", claimNames(cands), why["ok"])
 	}
 }
 

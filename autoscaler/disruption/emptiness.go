@@ -249,7 +249,8 @@ func (t *Tracker) forget(c *state.Cluster, emptyNow map[string]bool, now time.Ti
 // the node carries karpenter.sh/do-not-disrupt, and the node has been empty for consolidateAfter.
 func eligible(c Candidate) bool {
 	after := c.Pool.Spec.Disruption.ConsolidateAfter.Duration
-	return after != nil && c.EmptyFor >= *after &&
+	// A static pool (spec.replicas) keeps its empty nodes, as in Karpenter.
+	return after != nil && c.EmptyFor >= *after && c.Pool.Spec.Replicas == nil &&
 		c.NodeClaim.Annotations[karpv1.AnnotationDoNotDisrupt] != "true" &&
 		c.Node.Annotations[karpv1.AnnotationDoNotDisrupt] != "true"
 }

@@ -191,6 +191,15 @@ func TestEmptinessRespectsOptOuts(t *testing.T) {
 	if p := tr.Decide(never.snapshot(), t0.Add(time.Hour)); len(p.Mark) > 0 {
 		t.Errorf("consolidateAfter Never: marked %v", claimNames(p.Mark))
 	}
+
+	// A static pool keeps its empty nodes: its replicas, not its pods, size it (Karpenter).
+	static := newCluster(nil, "idle")
+	static.pool.Spec.Replicas = ptr.To[int64](1)
+	tr = NewTracker()
+	tr.Decide(static.snapshot(), t0)
+	if p := tr.Decide(static.snapshot(), t0.Add(time.Hour)); len(p.Mark) > 0 {
+		t.Errorf("static pool: marked %v", claimNames(p.Mark))
+	}
 }
 
 // A node just launched for pods the scheduler has not bound yet is not empty: neither while a

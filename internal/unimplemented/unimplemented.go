@@ -41,7 +41,7 @@ func (g Gap) Explain() string {
 
 // Gaps are the fields, in the order of the kinds' specs.
 var Gaps = []Gap{
-	{"NodePool", []string{"spec", "replicas"}, "", "keeps exactly this many nodes in a static pool (StaticCapacity); karpool only keeps the pool out of provisioning"},
+	{"NodePool", []string{"spec", "replicas"}, "", "keeps exactly this many nodes in a static pool (StaticCapacity); karpool keeps the pool out of provisioning and consolidation but neither creates nor removes its nodes"},
 	{"NodePool", []string{"spec", "disruption", "consolidationPolicy"}, "Balanced", "consolidates underused nodes when the saving outweighs the disruption; karpool would treat the pool as WhenEmpty"},
 	{"EC2NodeClass", []string{"spec", "capacityReservationSelectorTerms"}, "", "launches into the matched On-Demand Capacity Reservations and capacity blocks first (ReservedCapacity, on by default)"},
 	{"EC2NodeClass", []string{"spec", "networkInterfaces"}, "", "launches with these network interfaces (EFA and multi-card instances)"},
