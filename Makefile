@@ -15,7 +15,7 @@ export CGO_ENABLED := 0
 GOFLAGS += -trimpath
 export GOFLAGS
 
-.PHONY: all build up generate verify-generate tools early-tools test test-unit fuzz lint fmt bench bench-vs-karpenter clean
+.PHONY: all build up generate verify-generate tools early-tools test test-unit fuzz lint fmt funclen bench bench-vs-karpenter clean
 
 all: build
 
@@ -62,7 +62,7 @@ EARLY_TOOLS := kube etcd kwok metrics-server controller-gen cue
 HELM_PKGS := /internal/operator$$
 GITEA_PKGS := /testbed/giteatest$$
 GITEA_IMPORTS := testbed/giteatest
-test: early-tools verify-generate fmt
+test: early-tools verify-generate fmt funclen
 	@rm -f $(BIN)/unit.pkgs $(BIN)/e2e-early.pkgs $(BIN)/e2e-helm.pkgs $(BIN)/e2e-gitea.pkgs
 	@$(GO) list -f '{{.ImportPath}}{{range .TestImports}} {{.}}{{end}}{{range .XTestImports}} {{.}}{{end}}' ./... \
 		| awk -v re='$(E2E_IMPORTS)' -v helm='$(HELM_PKGS)' -v gitea='$(GITEA_PKGS)' -v giteaimp='$(GITEA_IMPORTS)' \
@@ -117,9 +117,13 @@ fuzz:
 test-unit:
 	KARPOOL_E2E= $(GO) test ./...
 
-## lint: gofmt and go vet (make test runs go vet beside the end-to-end tests)
-lint: fmt
+## lint: gofmt, go vet and the engine's size check (make test runs go vet beside the end-to-end tests)
+lint: fmt funclen
 	$(GO) vet ./...
+
+# The engine's functions stay under 100 lines and its types under 30 methods.
+funclen:
+	$(GO) run ./hack/funclen ./autoscaler/scheduling ./autoscaler/costbound ./autoscaler/lp
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -14,8 +14,8 @@
 //
 // The LP is solved through its dual, maximize Σ demand_r·y_r − Σ limit_l·z_l subject to
 // alloc_i·y − cap_i·z ≤ price_i, y, z ≥ 0: one variable per resource and limit, one constraint
-// per type, and the origin is feasible (prices are ≥ 0), so a dense dictionary simplex without a
-// phase one solves it in a few pivots. It is pure and in-process, with no LP library.
+// per type, and the origin is feasible (prices are ≥ 0), so the dense dictionary simplex of
+// package lp solves it without a phase one, in a few pivots. It is pure and in-process, with no LP library.
 package costbound
 
 import (
@@ -26,6 +26,7 @@ import (
 	"slices"
 
 	"github.com/karpool/karpool/autoscaler/catalog"
+	"github.com/karpool/karpool/autoscaler/lp"
 )
 
 // Type is one instance type the pool may launch, as the bound sees it.
@@ -108,10 +109,38 @@ func Bound(p Problem) (Result, error) {
 			types = append(types, &p.Types[i])
 		}
 	}
+	demand, fitting, err := podDemand(p.Pods, types, &res)
+	if err != nil {
+		return res, err
+	}
+	// The LP's types host at least one pod (in their order). Small pods are tried first: a
+	// type usually hosts the first one it is tried with.
+	order := smallFirst(fitting)
+	lpTypes := types[:0:0]
+	for _, t := range types {
+		if hostsOne(t, fitting, order) {
+			lpTypes = append(lpTypes, t)
+		}
+	}
+	if err := solveLP(lpTypes, &demand, p.Limits, &res); err != nil {
+		return res, err
+	}
+	res.LowerBound = math.Max(res.LP, res.PodBound)
+	return res, nil
+}
 
-	// Demand, PodBound, and which types host at least one pod. Checks compare only the
-	// resources a pod requests, types are tried cheapest first, and each type stops at the first
-	// pod it hosts, so the common case is far below groups × types.
+// fitGroup is a pod group's requests (with the pod slot) and the resources it requests.
+type fitGroup struct {
+	req catalog.Resources
+	nz  [catalog.NumResources]catalog.Resource
+	nnz int
+}
+
+// podDemand sums the demand of the pod groups that fit some type, sets res.PodBound (the
+// dearest cheapest type of a pod) and res.Unfit, and returns the fitting groups. Checks compare
+// only the resources a pod requests, types are tried cheapest first, and each group stops at
+// the first type it fits.
+func podDemand(pods []PodGroup, types []*Type, res *Result) ([catalog.NumResources]float64, []fitGroup, error) {
 	var demand [catalog.NumResources]float64
 	byPrice := make([]int, len(types))
 	for i := range byPrice {
@@ -123,20 +152,15 @@ func Bound(p Problem) (Result, error) {
 		}
 		return a - b
 	})
-	type group struct {
-		req catalog.Resources
-		nz  [catalog.NumResources]catalog.Resource
-		nnz int
-	}
-	fitting := make([]group, 0, len(p.Pods))
-	for g, pg := range p.Pods {
+	fitting := make([]fitGroup, 0, len(pods))
+	for g, pg := range pods {
 		if pg.Count < 0 {
-			return res, fmt.Errorf("pod group %d: negative count %d", g, pg.Count)
+			return demand, nil, fmt.Errorf("pod group %d: negative count %d", g, pg.Count)
 		}
 		if pg.Count == 0 {
 			continue
 		}
-		gr := group{req: pg.Requests}
+		gr := fitGroup{req: pg.Requests}
 		gr.req[catalog.Pods] = 1
 		for r, v := range gr.req {
 			if v > 0 {
@@ -163,7 +187,11 @@ func Bound(p Problem) (Result, error) {
 			demand[r] += float64(gr.req[r]) * float64(pg.Count)
 		}
 	}
-	// Small pods first: a type usually hosts the first one it is tried with.
+	return demand, fitting, nil
+}
+
+// smallFirst orders the groups by cpu, then memory, then index.
+func smallFirst(fitting []fitGroup) []int {
 	order := make([]int, len(fitting))
 	for k := range order {
 		order[k] = k
@@ -178,21 +206,17 @@ func Bound(p Problem) (Result, error) {
 		}
 		return a - b
 	})
-	lpTypes := types[:0:0]
-	for _, t := range types {
-		for _, k := range order {
-			if fitsOn(&fitting[k].req, fitting[k].nz[:fitting[k].nnz], &t.Allocatable) {
-				lpTypes = append(lpTypes, t)
-				break
-			}
+	return order
+}
+
+// hostsOne reports whether some group fits on the type, trying them in order.
+func hostsOne(t *Type, fitting []fitGroup, order []int) bool {
+	for _, k := range order {
+		if fitsOn(&fitting[k].req, fitting[k].nz[:fitting[k].nnz], &t.Allocatable) {
+			return true
 		}
 	}
-
-	if err := solveLP(lpTypes, &demand, p.Limits, &res); err != nil {
-		return res, err
-	}
-	res.LowerBound = math.Max(res.LP, res.PodBound)
-	return res, nil
+	return false
 }
 
 func fitsOn(req *catalog.Resources, nz []catalog.Resource, alloc *catalog.Resources) bool {
@@ -254,37 +278,53 @@ func solveLP(types []*Type, demand *[catalog.NumResources]float64, limits *Limit
 		}
 		slices.Sort(keys)
 		for _, r := range keys {
-			used := false
-			for _, t := range types {
-				if capacityOf(t)[r] > 0 {
-					used = true
-					break
-				}
-			}
-			if used { // a limit nothing consumes cannot bind
+			if consumed(types, r) { // a limit nothing consumes cannot bind
 				lim = append(lim, limitRow{r, float64(limits.Resources[r])})
 			}
 		}
 	}
-
-	// Dual, scaled: y'_r = y_r·demand_r and z'_l = z_l·limit_l, so every objective coefficient
-	// is ±1; each type row is divided by its price so every right-hand side is 1 (rows of free
-	// types keep right-hand side 0).
 	n, m := len(types), len(resources)+len(lim)
-	d := newDictionary(n, m)
+	d := lp.NewDictionary(n, m)
+	fillDual(d, types, resources, demand, lim)
+	switch d.Solve(50*(n+m) + 1000) {
+	case lp.Unbounded:
+		return fmt.Errorf("%w (demand %s)", ErrInfeasible, describe(resources, demand))
+	case lp.IterationLimit:
+		return fmt.Errorf("cost bound: simplex did not converge after %d pivots", d.Pivots)
+	}
+	res.Pivots = d.Pivots
+	res.LP = d.Z
+	return readSolution(d, types, resources, demand, res)
+}
+
+// consumed reports whether some type has some of the resource.
+func consumed(types []*Type, r catalog.Resource) bool {
+	for _, t := range types {
+		if capacityOf(t)[r] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// fillDual writes the dual into d, scaled: y'_r = y_r·demand_r and z'_l = z_l·limit_l, so
+// every objective coefficient is ±1; each type row is divided by its price so every
+// right-hand side is 1 (rows of free types keep right-hand side 0).
+func fillDual(d *lp.Dictionary, types []*Type, resources []catalog.Resource, demand *[catalog.NumResources]float64, lim []limitRow) {
+	m := d.M
 	for j := range resources {
-		d.c[j] = 1
+		d.C[j] = 1
 	}
 	for k := range lim {
-		d.c[len(resources)+k] = -1
+		d.C[len(resources)+k] = -1
 	}
 	for i, t := range types {
 		scale := 1.0
 		if t.Price > 0 {
 			scale = 1 / t.Price
-			d.b[i] = 1
+			d.B[i] = 1
 		}
-		row := d.a[i*m : (i+1)*m]
+		row := d.A[i*m : (i+1)*m]
 		for j, r := range resources {
 			row[j] = float64(t.Allocatable[r]) / demand[r] * scale
 		}
@@ -297,19 +337,13 @@ func solveLP(types []*Type, demand *[catalog.NumResources]float64, limits *Limit
 			row[len(resources)+k] = -use / l.max * scale
 		}
 	}
-	switch d.solve(50*(n+m) + 1000) {
-	case lpUnbounded:
-		return fmt.Errorf("%w (demand %s)", ErrInfeasible, describe(resources, demand))
-	case lpIterationLimit:
-		return fmt.Errorf("cost bound: simplex did not converge after %d pivots", d.pivots)
-	}
-	res.Pivots = d.pivots
-	res.LP = d.z
+}
 
-	// Node counts (the covering LP's solution) and shadow prices.
-	// Check the certificate on the way: the covering solution meets the demand and costs what
-	// the dual says.
-	xs := d.dual()
+// readSolution takes the node counts (the covering LP's solution) and the shadow prices from
+// the solved dictionary, checking the certificate on the way: the covering solution meets the
+// demand and costs what the dual says.
+func readSolution(d *lp.Dictionary, types []*Type, resources []catalog.Resource, demand *[catalog.NumResources]float64, res *Result) error {
+	xs := d.Dual()
 	primalCost := 0.0
 	got := make([]float64, len(resources))
 	for i, t := range types {
@@ -325,7 +359,7 @@ func solveLP(types []*Type, demand *[catalog.NumResources]float64, limits *Limit
 			}
 		}
 	}
-	y := d.primal()
+	y := d.Primal()
 	for j, r := range resources {
 		res.ShadowPrices[r] = y[j] / demand[r]
 	}

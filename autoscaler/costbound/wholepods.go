@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/karpool/karpool/autoscaler/catalog"
+	"github.com/karpool/karpool/autoscaler/lp"
 )
 
 // WholePods is a second lower bound, for packings that put every pod whole on one node (all
@@ -207,31 +208,31 @@ func solveClasses(types []*Type, classes []ratioGroup) ([]typePrices, float64, e
 	}
 	pi0 := perCPU(types[0]) // the front is sorted by price per millicore
 
-	d := newDictionary(nt*(m+1), m+2*nt)
+	d := lp.NewDictionary(nt*(m+1), m+2*nt)
 	for k, c := range classes {
-		d.c[k] = c.cpu / total
+		d.C[k] = c.cpu / total
 	}
-	cols := d.m
+	cols := d.M
 	for t, ty := range types {
 		for k, c := range classes {
 			i := t*m + k
-			row := d.a[i*cols : (i+1)*cols]
+			row := d.A[i*cols : (i+1)*cols]
 			row[k] = pi0 / perCPU(ty)
 			row[m+t] = -1
 			row[m+nt+t] = -c.ratio / ratioOf(ty)
 		}
 		i := nt*m + t
-		d.a[i*cols+m+t] = 1
-		d.a[i*cols+m+nt+t] = 1
-		d.b[i] = 1
+		d.A[i*cols+m+t] = 1
+		d.A[i*cols+m+nt+t] = 1
+		d.B[i] = 1
 	}
-	switch d.solve(50*(d.n+d.m) + 1000) {
-	case lpUnbounded:
+	switch d.Solve(50*(d.N+d.M) + 1000) {
+	case lp.Unbounded:
 		return nil, 0, fmt.Errorf("whole-pod bound: the LP is unbounded (numerical trouble)")
-	case lpIterationLimit:
-		return nil, 0, fmt.Errorf("whole-pod bound: simplex did not converge after %d pivots", d.pivots)
+	case lp.IterationLimit:
+		return nil, 0, fmt.Errorf("whole-pod bound: simplex did not converge after %d pivots", d.Pivots)
 	}
-	y := d.primal()
+	y := d.Primal()
 	out := make([]typePrices, nt)
 	for t, ty := range types {
 		a, b := max(y[m+t], 0), max(y[m+nt+t], 0)
@@ -240,7 +241,7 @@ func solveClasses(types []*Type, classes []ratioGroup) ([]typePrices, float64, e
 		}
 		out[t] = typePrices{cpu: a * perCPU(ty), mem: b * ty.Price / float64(ty.Allocatable[catalog.Memory])}
 	}
-	return out, d.z * pi0 * total, nil
+	return out, d.Z * pi0 * total, nil
 }
 
 // paretoTypes are the types with cpu and memory that fit one of the pods, and whose price no

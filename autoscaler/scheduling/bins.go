@@ -11,6 +11,30 @@ import (
 	"github.com/karpool/karpool/internal/requirements"
 )
 
+// binSet holds the bins: existing nodes and in-flight NodeClaims first, then new NodeClaims.
+type binSet struct {
+	*poolSet
+	reqs *requestCache
+
+	bins         []*bin
+	existing     int             // bins[:existing] are existing nodes and in-flight NodeClaims
+	existingPods [][]*corev1.Pod // pods bound to each existing bin
+	newBins      int
+
+	tree binTree // free room per bin, for first-fit
+
+	// claimBins are the bins of the result's NodeClaims, in order.
+	claimBins []*bin
+}
+
+// launcher decides how new NodeClaims launch: their target (cheapest fitting) type within the
+// pool limits and the other NodeClaims' minValues, and their zone.
+type launcher struct {
+	*binSet
+	topo *topology
+	cls  *classSet
+}
+
 const (
 	binExisting = iota
 	binInFlight
@@ -122,7 +146,7 @@ func isTerminal(p *corev1.Pod) bool {
 	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }
 
-func (s *solver) poolIndex(name string) int32 {
+func (s *poolSet) poolIndex(name string) int32 {
 	for _, p := range s.pools {
 		if p.name == name && name != "" {
 			return int32(p.idx)
@@ -132,139 +156,16 @@ func (s *solver) poolIndex(name string) int32 {
 }
 
 // buildExisting turns nodes and in-flight NodeClaims into bins.
-func (s *solver) buildExisting() {
+func (s *binSet) buildExisting() {
 	for i := range s.in.Nodes {
-		n := s.in.Nodes[i].Node
-		if n == nil {
-			continue
+		if n := s.in.Nodes[i].Node; n != nil {
+			s.addExisting(n, s.in.Nodes[i].Pods)
 		}
-		b := &bin{id: int32(len(s.bins)), kind: binExisting, name: n.Name, zone: -1, labels: n.Labels}
-		if _, ok := b.labels[labelHostname]; !ok {
-			b.labels = copyLabels(n.Labels)
-			b.labels[labelHostname] = n.Name
-		}
-		b.pool = s.poolIndex(n.Labels[labelNodePool])
-		if z, ok := s.zoneIdx[n.Labels[labelZone]]; ok {
-			b.zone = int32(z)
-		}
-		b.closed = n.Spec.Unschedulable
-		initialized := n.Labels[karpv1.LabelNodeInitialized] == "true"
-		var startup []karpv1.Taint
-		if b.pool >= 0 && s.pools[b.pool].np != nil {
-			startup = s.pools[b.pool].np.Spec.Template.Spec.StartupTaints
-		}
-		for _, t := range n.Spec.Taints {
-			if t.Effect == corev1.TaintEffectPreferNoSchedule {
-				b.preferTaints = append(b.preferTaints, t)
-				s.preferTaints = true
-			}
-			if !blockingEffect(t.Effect) {
-				continue
-			}
-			if b.pool >= 0 && !initialized && (ephemeralTaints[t.Key] || isStartupTaint(startup, t)) {
-				continue
-			}
-			b.taints = append(b.taints, t)
-		}
-		b.alloc, _ = ToResources(n.Status.Allocatable)
-		for _, p := range s.in.Nodes[i].Pods {
-			if p == nil || isTerminal(p) {
-				continue
-			}
-			r, _ := s.podRequests(p)
-			addTo(&b.used, &r, 1)
-			b.portIDs = append(b.portIDs, s.portTab.intern(hostPortsOf(&p.Spec))...)
-		}
-		if b.pool >= 0 {
-			p := s.pools[b.pool]
-			capacity, _ := ToResources(n.Status.Capacity)
-			addTo(&p.usage, &capacity, 1)
-			p.nodes++
-		}
-		s.bins = append(s.bins, b)
-		s.existingPods = append(s.existingPods, s.in.Nodes[i].Pods)
 	}
 	for i := range s.in.NodeClaims {
-		nc := s.in.NodeClaims[i].NodeClaim
-		if nc == nil {
-			continue
+		if nc := s.in.NodeClaims[i].NodeClaim; nc != nil {
+			s.addInFlight(nc, s.in.NodeClaims[i].Pods)
 		}
-		b := &bin{id: int32(len(s.bins)), kind: binInFlight, name: nc.Name, zone: -1}
-		b.labels = copyLabels(nc.Labels)
-		for _, r := range nc.Spec.Requirements {
-			if r.Operator == corev1.NodeSelectorOpIn && len(r.Values) == 1 {
-				if _, ok := b.labels[r.Key]; !ok {
-					b.labels[r.Key] = r.Values[0]
-				}
-			}
-		}
-		if _, ok := b.labels[labelHostname]; !ok {
-			name := nc.Status.NodeName
-			if name == "" {
-				name = nc.Name
-			}
-			b.labels[labelHostname] = name
-		}
-		b.pool = s.poolIndex(b.labels[labelNodePool])
-		if z, ok := s.zoneIdx[b.labels[labelZone]]; ok {
-			b.zone = int32(z)
-		}
-		for _, t := range nc.Spec.Taints {
-			switch {
-			case blockingEffect(t.Effect):
-				b.taints = append(b.taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
-			case t.Effect == corev1.TaintEffectPreferNoSchedule:
-				b.preferTaints = append(b.preferTaints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
-				s.preferTaints = true
-			}
-		}
-		var ti *typeInfo
-		if b.pool >= 0 {
-			p := s.pools[b.pool]
-			for j := range p.types {
-				if p.types[j].it.Name == b.labels[labelInstanceType] {
-					ti = &p.types[j]
-					break
-				}
-			}
-		}
-		var capacity catalog.Resources
-		switch {
-		case len(nc.Status.Allocatable) > 0:
-			b.alloc, _ = ToResources(nc.Status.Allocatable)
-			capacity, _ = ToResources(nc.Status.Capacity)
-			// Its labels are known: the daemonsets that will run on it, exactly (its type may
-			// no longer be one the pool allows, so ti may be nil).
-			s.reserveDaemons(b)
-		case ti != nil:
-			b.alloc = ti.usable
-			capacity = ti.it.Capacity
-			b.portIDs = append(b.portIDs, ti.dsPortIDs...)
-		default:
-			var ok bool
-			if capacity, ok = s.unlaunchedRoom(b, nc); !ok {
-				// Unknown size: the NodeClaim counts for topology but takes no new pods.
-				b.closed = true
-			}
-		}
-		for _, p := range s.in.NodeClaims[i].Pods {
-			if p == nil || isTerminal(p) {
-				continue
-			}
-			r, _ := s.podRequests(p)
-			addTo(&b.used, &r, 1)
-			b.portIDs = append(b.portIDs, s.portTab.intern(hostPortsOf(&p.Spec))...)
-		}
-		if b.pool >= 0 {
-			p := s.pools[b.pool]
-			if capacity == (catalog.Resources{}) && ti != nil {
-				capacity = ti.it.Capacity
-			}
-			addTo(&p.usage, &capacity, 1)
-			p.nodes++
-		}
-		s.bins = append(s.bins, b)
-		s.existingPods = append(s.existingPods, s.in.NodeClaims[i].Pods)
 	}
 	s.existing = len(s.bins)
 	for _, b := range s.bins {
@@ -272,10 +173,146 @@ func (s *solver) buildExisting() {
 	}
 }
 
+// addExisting adds the bin of an existing node and its bound pods.
+func (s *binSet) addExisting(n *corev1.Node, pods []*corev1.Pod) {
+	b := &bin{id: int32(len(s.bins)), kind: binExisting, name: n.Name, zone: -1, labels: n.Labels}
+	if _, ok := b.labels[labelHostname]; !ok {
+		b.labels = copyLabels(n.Labels)
+		b.labels[labelHostname] = n.Name
+	}
+	b.pool = s.poolIndex(n.Labels[labelNodePool])
+	if z, ok := s.zoneIdx[n.Labels[labelZone]]; ok {
+		b.zone = int32(z)
+	}
+	b.closed = n.Spec.Unschedulable
+	initialized := n.Labels[karpv1.LabelNodeInitialized] == "true"
+	var startup []karpv1.Taint
+	if b.pool >= 0 && s.pools[b.pool].np != nil {
+		startup = s.pools[b.pool].np.Spec.Template.Spec.StartupTaints
+	}
+	for _, t := range n.Spec.Taints {
+		if t.Effect == corev1.TaintEffectPreferNoSchedule {
+			b.preferTaints = append(b.preferTaints, t)
+			s.preferTaints = true
+		}
+		if !blockingEffect(t.Effect) {
+			continue
+		}
+		if b.pool >= 0 && !initialized && (ephemeralTaints[t.Key] || isStartupTaint(startup, t)) {
+			continue
+		}
+		b.taints = append(b.taints, t)
+	}
+	b.alloc, _ = ToResources(n.Status.Allocatable)
+	s.addBoundPods(b, pods)
+	if b.pool >= 0 {
+		p := s.pools[b.pool]
+		capacity, _ := ToResources(n.Status.Capacity)
+		addTo(&p.usage, &capacity, 1)
+		p.nodes++
+	}
+	s.bins = append(s.bins, b)
+	s.existingPods = append(s.existingPods, pods)
+}
+
+// addBoundPods counts the requests and host ports of the pods bound or nominated to b.
+func (s *binSet) addBoundPods(b *bin, pods []*corev1.Pod) {
+	for _, p := range pods {
+		if p == nil || isTerminal(p) {
+			continue
+		}
+		r, _ := s.reqs.podRequests(p)
+		addTo(&b.used, &r, 1)
+		b.portIDs = append(b.portIDs, s.ports.intern(hostPortsOf(&p.Spec))...)
+	}
+}
+
+// addInFlight adds the bin of an in-flight NodeClaim and its nominated pods.
+func (s *binSet) addInFlight(nc *karpv1.NodeClaim, pods []*corev1.Pod) {
+	b := &bin{id: int32(len(s.bins)), kind: binInFlight, name: nc.Name, zone: -1}
+	b.labels = inFlightLabels(nc)
+	b.pool = s.poolIndex(b.labels[labelNodePool])
+	if z, ok := s.zoneIdx[b.labels[labelZone]]; ok {
+		b.zone = int32(z)
+	}
+	b.taints, b.preferTaints = splitTaints(nc.Spec.Taints)
+	s.preferTaints = s.preferTaints || len(b.preferTaints) > 0
+	var ti *typeInfo
+	if b.pool >= 0 {
+		p := s.pools[b.pool]
+		for j := range p.types {
+			if p.types[j].it.Name == b.labels[labelInstanceType] {
+				ti = &p.types[j]
+				break
+			}
+		}
+	}
+	capacity := s.inFlightRoom(b, nc, ti)
+	s.addBoundPods(b, pods)
+	if b.pool >= 0 {
+		p := s.pools[b.pool]
+		if capacity == (catalog.Resources{}) && ti != nil {
+			capacity = ti.it.Capacity
+		}
+		addTo(&p.usage, &capacity, 1)
+		p.nodes++
+	}
+	s.bins = append(s.bins, b)
+	s.existingPods = append(s.existingPods, pods)
+}
+
+// inFlightLabels are the labels an in-flight NodeClaim's node will have: its own, the
+// single-valued In requirements, and the hostname (its node's name, else its own).
+func inFlightLabels(nc *karpv1.NodeClaim) map[string]string {
+	labels := copyLabels(nc.Labels)
+	for _, r := range nc.Spec.Requirements {
+		if r.Operator == corev1.NodeSelectorOpIn && len(r.Values) == 1 {
+			if _, ok := labels[r.Key]; !ok {
+				labels[r.Key] = r.Values[0]
+			}
+		}
+	}
+	if _, ok := labels[labelHostname]; !ok {
+		name := nc.Status.NodeName
+		if name == "" {
+			name = nc.Name
+		}
+		labels[labelHostname] = name
+	}
+	return labels
+}
+
+// inFlightRoom sets the allocatable of an in-flight NodeClaim's bin (ti: its instance type in
+// the pool, if known) and returns its capacity: a launched one's from its status (and the
+// daemonsets its labels select are reserved), one with a known type that type's, else the
+// room its smallest option leaves (unlaunchedRoom); a NodeClaim of unknown size is closed.
+func (s *binSet) inFlightRoom(b *bin, nc *karpv1.NodeClaim, ti *typeInfo) catalog.Resources {
+	var capacity catalog.Resources
+	switch {
+	case len(nc.Status.Allocatable) > 0:
+		b.alloc, _ = ToResources(nc.Status.Allocatable)
+		capacity, _ = ToResources(nc.Status.Capacity)
+		// Its labels are known: the daemonsets that will run on it, exactly (its type may
+		// no longer be one the pool allows, so ti may be nil).
+		s.reserveDaemons(b)
+	case ti != nil:
+		b.alloc = ti.usable
+		capacity = ti.it.Capacity
+		b.portIDs = append(b.portIDs, ti.dsPortIDs...)
+	default:
+		var ok bool
+		if capacity, ok = s.unlaunchedRoom(b, nc); !ok {
+			// Unknown size: the NodeClaim counts for topology but takes no new pods.
+			b.closed = true
+		}
+	}
+	return capacity
+}
+
 // reserveDaemons reserves on an in-flight NodeClaim with known labels the requests and host
 // ports of the daemonsets whose node selection its labels satisfy and whose tolerations cover
 // its taints.
-func (s *solver) reserveDaemons(b *bin) {
+func (s *binSet) reserveDaemons(b *bin) {
 	for _, d := range s.allDaemons() {
 		if !d.toleratesAll(b.taints) {
 			continue
@@ -297,7 +334,7 @@ func (s *solver) reserveDaemons(b *bin) {
 // (returned). Later batches fill it before opening new NodeClaims, as Karpenter's in-flight
 // NodeClaims take the pods of the next round. False when some option is not one of the pool's
 // types (its size is unknown) or none is listed.
-func (s *solver) unlaunchedRoom(b *bin, nc *karpv1.NodeClaim) (catalog.Resources, bool) {
+func (s *binSet) unlaunchedRoom(b *bin, nc *karpv1.NodeClaim) (catalog.Resources, bool) {
 	var capacity catalog.Resources
 	if b.pool < 0 {
 		return capacity, false
@@ -349,7 +386,7 @@ func copyLabels(m map[string]string) map[string]string {
 }
 
 // newBin opens a new NodeClaim of pool p with the compatibility of the first class placed on it.
-func (s *solver) newBin(p *poolState, c *sigCompat, zones uint32, target int) *bin {
+func (s *binSet) newBin(p *poolState, c *sigCompat, zones uint32, target int) *bin {
 	b := &bin{id: int32(len(s.bins)), kind: binNew, pool: int32(p.idx), zone: -1, target: int32(target)}
 	b.ctMask = c.ctMask
 	b.zoneMask = zones
@@ -390,7 +427,7 @@ func (s *solver) newBin(p *poolState, c *sigCompat, zones uint32, target int) *b
 }
 
 // dropBin discards an empty new NodeClaim.
-func (s *solver) dropBin(b *bin) {
+func (s *binSet) dropBin(b *bin) {
 	if b.dead || len(b.pods) > 0 {
 		return
 	}
@@ -405,10 +442,10 @@ func (s *solver) dropBin(b *bin) {
 
 // bestType is the cheapest type of a new NodeClaim's set that fits its pods and keeps the pool
 // within its limits in place of the current target (-1 if none).
-func (s *solver) bestType(b *bin) int {
+func (s *launcher) bestType(b *bin) int {
 	p := s.pools[b.pool]
 	cur := &p.types[b.target]
-	prices := p.prices(s, b.zoneMask, b.ctMask)
+	prices := p.prices(s.zoneIdx, b.zoneMask, b.ctMask)
 	best, bestPrice := -1, math.Inf(1)
 	b.types.each(func(i int) bool {
 		t := &p.types[i]
@@ -426,12 +463,12 @@ func (s *solver) bestType(b *bin) int {
 
 // shrink retargets every new NodeClaim to the cheapest type that fits what it holds (repeating
 // while that frees pool limits another NodeClaim can use).
-func (s *solver) shrink() {
+func (s *launcher) shrink() {
 	for i := 0; i < 5 && s.shrinkOnce(); i++ {
 	}
 }
 
-func (s *solver) shrinkOnce() bool {
+func (s *launcher) shrinkOnce() bool {
 	changed := false
 	for _, b := range s.bins[s.existing:] {
 		if b.dead {
@@ -450,7 +487,7 @@ func (s *solver) shrinkOnce() bool {
 }
 
 // retarget changes a new NodeClaim's target instance type.
-func (s *solver) retarget(b *bin, target int) {
+func (s *launcher) retarget(b *bin, target int) {
 	p := s.pools[b.pool]
 	p.commit(&p.types[b.target], -1)
 	b.target = int32(target)
@@ -461,7 +498,7 @@ func (s *solver) retarget(b *bin, target int) {
 }
 
 // narrowZone fixes an undecided new NodeClaim's zone and counts the pods that waited for it.
-func (s *solver) narrowZone(b *bin, z int32) {
+func (s *launcher) narrowZone(b *bin, z int32) {
 	if b.zone == z && b.zoneMask == 1<<z {
 		return
 	}
@@ -480,11 +517,11 @@ func (s *solver) narrowZone(b *bin, z int32) {
 }
 
 // launchIn decides the zone a new NodeClaim launches in and counts the pods that waited for it.
-func (s *solver) launchIn(b *bin, z int32) {
+func (s *launcher) launchIn(b *bin, z int32) {
 	b.zone = z
 	if len(b.uncounted) > 0 {
 		for _, pi := range b.uncounted {
-			s.countPod(s.podClass[pi], b, 1, true)
+			s.topo.countPod(s.cls.podClass[pi], b, 1, true)
 		}
 		b.uncounted = b.uncounted[:0]
 	}
@@ -496,12 +533,12 @@ func (b *bin) launchWide() bool { return b.zone >= 0 && b.zoneMask != 1<<uint(b.
 
 // launchOK reports whether type t, as the cheapest option of the NodeClaim narrowed to zones
 // and cts, launches it in its decided zone: t's cheapest offering there is in that zone.
-func (s *solver) launchOK(b *bin, t int, zones uint32, cts uint8) bool {
+func (s *launcher) launchOK(b *bin, t int, zones uint32, cts uint8) bool {
 	if b.zone < 0 || zones == 1<<uint(b.zone) {
 		return true
 	}
 	p := s.pools[b.pool]
-	return p.prices(s, 1<<uint(b.zone), cts)[t] == p.prices(s, zones, cts)[t]
+	return p.prices(s.zoneIdx, 1<<uint(b.zone), cts)[t] == p.prices(s.zoneIdx, zones, cts)[t]
 }
 
 // launchZone decides where a new NodeClaim launches whose zone must stay open because no
@@ -513,7 +550,7 @@ func (s *solver) launchOK(b *bin, t int, zones uint32, cts uint8) bool {
 // when, with k more pods of size req, a type that fits launches there and the options priced
 // at or above it keep the minValues (minValuesOK); the cheapest such type wins, then the zone
 // where the class's counted pods are fewest (c may be nil), then the lowest index.
-func (s *solver) launchZone(b *bin, c *class, req *catalog.Resources, k int) int32 {
+func (s *launcher) launchZone(b *bin, c *class, req *catalog.Resources, k int) int32 {
 	need := b.used
 	addTo(&need, req, int64(k))
 	best, bestCount, bestPrice := int32(-1), int32(0), 0.0
@@ -529,7 +566,7 @@ func (s *solver) launchZone(b *bin, c *class, req *catalog.Resources, k int) int
 		var cnt int32
 		if c != nil {
 			for _, id := range c.countedBy {
-				if ctr := s.counters[id]; ctr.kind == keyZone {
+				if ctr := s.topo.counters[id]; ctr.kind == keyZone {
 					cnt += ctr.zone[z]
 				}
 			}
@@ -543,7 +580,7 @@ func (s *solver) launchZone(b *bin, c *class, req *catalog.Resources, k int) int
 
 // minValuesZones are the zones of the mask that keep the pool's minValues satisfied for the
 // NodeClaim narrowed to types (the whole mask when the pool has none).
-func (s *solver) minValuesZones(b *bin, types bitset, m uint32, req *catalog.Resources, k int) uint32 {
+func (s *launcher) minValuesZones(b *bin, types bitset, m uint32, req *catalog.Resources, k int) uint32 {
 	p := s.pools[b.pool]
 	if len(p.minValues) == 0 {
 		return m
@@ -560,7 +597,7 @@ func (s *solver) minValuesZones(b *bin, types bitset, m uint32, req *catalog.Res
 
 // zoneFor picks a zone for an undecided new NodeClaim: the allowed zone where the target type is
 // cheapest, ties to the lowest index.
-func (s *solver) zoneFor(b *bin, allowed uint32) int32 {
+func (s *launcher) zoneFor(b *bin, allowed uint32) int32 {
 	p := s.pools[b.pool]
 	t := &p.types[b.target]
 	best, bestPrice := int32(-1), 0.0

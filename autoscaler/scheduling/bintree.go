@@ -82,7 +82,7 @@ func (t *binTree) search(node, lo, hi, from int, req *[3]int64) int {
 }
 
 // treeUpdate refreshes a bin's entry after its room changed.
-func (s *solver) treeUpdate(b *bin) {
+func (s *binSet) treeUpdate(b *bin) {
 	var room [3]int64
 	if b.dead || b.closed {
 		room = [3]int64{closedRoom, closedRoom, closedRoom}

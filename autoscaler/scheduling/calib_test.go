@@ -291,15 +291,7 @@ func TestCalibrateSeeds(t *testing.T) {
 	if os.Getenv("CALIBRATE") == "" {
 		t.Skip("calibration tool, not a test: set CALIBRATE=1 to run it")
 	}
-	spot := func() *karpv1.NodePool {
-		np := allNonBurstablePool()
-		np.Spec.Template.Spec.Requirements[0].Values = []string{"spot", "on-demand"}
-		return np
-	}
-	pools := []struct {
-		name string
-		np   func() *karpv1.NodePool
-	}{{"all", allNonBurstablePool}, {"cmr", cmrPool}, {"spot", spot}}
+	pools := calibPools()
 	for _, prof := range []string{"lognormal", "independent"} {
 		for _, pl := range pools {
 			line := ""
@@ -320,4 +312,20 @@ func TestCalibrateSeeds(t *testing.T) {
 			t.Logf("%-11s %-4s mean %.4f:%s", prof, pl.name, sum/6, line)
 		}
 	}
+}
+
+// calibPool is a named pool of the calibration inputs.
+type calibPool struct {
+	name string
+	np   func() *karpv1.NodePool
+}
+
+// calibPools are the calibration's pools: all non-burstable types, c/m/r, and all with spot.
+func calibPools() []calibPool {
+	spot := func() *karpv1.NodePool {
+		np := allNonBurstablePool()
+		np.Spec.Template.Spec.Requirements[0].Values = []string{"spot", "on-demand"}
+		return np
+	}
+	return []calibPool{{"all", allNonBurstablePool}, {"cmr", cmrPool}, {"spot", spot}}
 }

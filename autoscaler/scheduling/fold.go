@@ -9,6 +9,9 @@ import (
 	"github.com/karpool/karpool/autoscaler/catalog"
 )
 
+// folder folds NodeClaims into others (fold.go).
+type folder struct{ *solver }
+
 // foldSources caps how many of the cheapest NodeClaims fold tries to empty.
 const foldSources = 64
 
@@ -22,7 +25,7 @@ const foldSources = 64
 // host ports): moving them changes no count another placement relied on. NodeClaims of pools
 // with minValues, or held on a side of a spread (bin.sides) or to a launch zone, are left alone.
 // It reports whether it changed the plan.
-func (s *solver) fold() bool {
+func (s *folder) fold() bool {
 	var sources []*bin
 	for _, b := range s.bins[s.existing:] {
 		if s.foldable(b) && s.movable(b) {
@@ -34,7 +37,7 @@ func (s *solver) fold() bool {
 	}
 	// What a NodeClaim costs is its target's price (shrink has made the target its cheapest
 	// option): a table lookup, where binPrice would walk every type.
-	price := func(b *bin) float64 { return s.pools[b.pool].prices(s, b.zoneMask, b.ctMask)[b.target] }
+	price := func(b *bin) float64 { return s.pools[b.pool].prices(s.zoneIdx, b.zoneMask, b.ctMask)[b.target] }
 	sort.SliceStable(sources, func(i, j int) bool { return price(sources[i]) < price(sources[j]) })
 	if len(sources) > foldSources {
 		sources = sources[:foldSources]
@@ -68,13 +71,13 @@ func (s *solver) fold() bool {
 }
 
 // foldable: a live new NodeClaim whose type set fold may change.
-func (s *solver) foldable(b *bin) bool {
+func (s *folder) foldable(b *bin) bool {
 	return b.kind == binNew && !b.dead && len(b.pods) > 0 && len(s.pools[b.pool].minValues) == 0 &&
 		len(b.sides) == 0 && !b.launchWide() && len(b.uncounted) == 0
 }
 
 // movable: every pod of the NodeClaim is free of topology constraints and host ports.
-func (s *solver) movable(b *bin) bool {
+func (s *folder) movable(b *bin) bool {
 	for _, pi := range b.pods {
 		c := s.podClass[pi]
 		if len(c.countedBy) > 0 || len(c.owns) > 0 || c.portSet != nil || c.variants[c.v].constrained() {
@@ -98,7 +101,7 @@ type foldPlan struct {
 // foldInto plans o taking b's pods (of the given classes): the cheapest type priced below
 // budget that every pod of both accepts and that holds them all, within the pool's limits once
 // b is gone. It allocates only for the plan it returns: it runs for many pairs.
-func (s *solver) foldInto(b, o *bin, classes []*class, budget float64) (foldPlan, bool) {
+func (s *folder) foldInto(b, o *bin, classes []*class, budget float64) (foldPlan, bool) {
 	p := s.pools[o.pool]
 	plan := foldPlan{zones: o.zoneMask, cts: o.ctMask, target: -1}
 	var narrowing [8]*sigCompat
@@ -119,7 +122,7 @@ func (s *solver) foldInto(b, o *bin, classes []*class, budget float64) (foldPlan
 	}
 	need := o.used
 	addTo(&need, &b.used, 1)
-	prices, order := p.sorted(s, plan.zones, plan.cts)
+	prices, order := p.sorted(s.zoneIdx, plan.zones, plan.cts)
 	cur := &p.types[o.target]
 	for _, i := range order {
 		if prices[i] >= budget || math.IsInf(prices[i], 1) {
@@ -158,7 +161,7 @@ func allHave(cps []*sigCompat, i int) bool {
 }
 
 // classesOf lists the distinct classes of a NodeClaim's pods.
-func (s *solver) classesOf(b *bin) []*class {
+func (s *folder) classesOf(b *bin) []*class {
 	var out []*class
 	for _, pi := range b.pods {
 		if c := s.podClass[pi]; !slices.Contains(out, c) {
@@ -170,7 +173,7 @@ func (s *solver) classesOf(b *bin) []*class {
 
 // fitsAfterFold reports whether o's pool stays within its limits with o grown from cur to t and
 // b gone.
-func (s *solver) fitsAfterFold(b *bin, p *poolState, cur, t *typeInfo) bool {
+func (s *folder) fitsAfterFold(b *bin, p *poolState, cur, t *typeInfo) bool {
 	if int(b.pool) == p.idx {
 		bt := &p.types[b.target]
 		p.commit(bt, -1)
@@ -180,7 +183,7 @@ func (s *solver) fitsAfterFold(b *bin, p *poolState, cur, t *typeInfo) bool {
 }
 
 // applyFold moves b's pods onto o as planned and drops b.
-func (s *solver) applyFold(b, o *bin, plan foldPlan) {
+func (s *folder) applyFold(b, o *bin, plan foldPlan) {
 	if !plan.types.equal(o.types) {
 		o.types, o.allTypes = plan.types.clone(), false
 	}

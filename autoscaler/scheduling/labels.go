@@ -18,7 +18,7 @@ const maxLabelChoices = 16
 // narrowed compatibility per assignment, cheapest first, cp itself first. A spread over
 // capacity types, or anti-affinity on kubernetes.io/arch, needs a node of the value its counts
 // allow, which is not always the value of the cheapest type.
-func (s *solver) labelChoices(v *variant, p *poolState, cp *sigCompat, zones uint32) []*sigCompat {
+func (s *poolSet) labelChoices(v *variant, counters []*counter, p *poolState, cp *sigCompat, zones uint32) []*sigCompat {
 	if !v.labelCons {
 		// The common case, once per NodeClaim opened for a constrained class: no allocation.
 		// A range over the one-element result reads it before its body runs.
@@ -26,7 +26,7 @@ func (s *solver) labelChoices(v *variant, p *poolState, cp *sigCompat, zones uin
 		return s.oneChoice[:]
 	}
 	choices := []*sigCompat{cp}
-	for _, key := range v.labelKeys(s) {
+	for _, key := range v.labelKeys(counters) {
 		var next []*sigCompat
 		for _, ch := range choices {
 			for _, val := range s.openValues(p, ch, zones, key) {
@@ -45,10 +45,10 @@ func (s *solver) labelChoices(v *variant, p *poolState, cp *sigCompat, zones uin
 
 // labelKeys are the label (not zone or hostname) keys of the variant's topology constraints,
 // sorted.
-func (v *variant) labelKeys(s *solver) []string {
+func (v *variant) labelKeys(counters []*counter) []string {
 	var keys []string
 	add := func(ctr int32) {
-		if c := s.counters[ctr]; c.kind == keyLabel && !slices.Contains(keys, c.label) {
+		if c := counters[ctr]; c.kind == keyLabel && !slices.Contains(keys, c.label) {
 			keys = append(keys, c.label)
 		}
 	}
@@ -67,7 +67,7 @@ func (v *variant) labelKeys(s *solver) []string {
 
 // openValues are the values a new NodeClaim of compatibility cp in zones may still take for the
 // key, cheapest first (none when the pool fixes it or leaves it unbounded).
-func (s *solver) openValues(p *poolState, cp *sigCompat, zones uint32, key string) []string {
+func (s *poolSet) openValues(p *poolState, cp *sigCompat, zones uint32, key string) []string {
 	if hasKey(p.fixed, key) {
 		return nil
 	}
@@ -87,7 +87,7 @@ func (s *solver) openValues(p *poolState, cp *sigCompat, zones uint32, key strin
 			if cp.ctMask&(1<<ct) == 0 {
 				continue
 			}
-			prices := p.prices(s, zones, 1<<ct)
+			prices := p.prices(s.zoneIdx, zones, 1<<ct)
 			types.each(func(i int) bool {
 				if !math.IsInf(prices[i], 1) {
 					note(ctNames[ct], prices[i])
@@ -108,7 +108,7 @@ func (s *solver) openValues(p *poolState, cp *sigCompat, zones uint32, key strin
 			note(val, 0)
 		}
 	default:
-		prices := p.prices(s, zones, cp.ctMask)
+		prices := p.prices(s.zoneIdx, zones, cp.ctMask)
 		types.each(func(i int) bool {
 			if val, ok := p.types[i].it.Labels[key]; ok && !math.IsInf(prices[i], 1) {
 				note(val, prices[i])
@@ -130,7 +130,7 @@ func (s *solver) openValues(p *poolState, cp *sigCompat, zones uint32, key strin
 }
 
 // narrowCompat is cp confined to nodes whose label key has value val (nil if no type is left).
-func (s *solver) narrowCompat(p *poolState, cp *sigCompat, zones uint32, key, val string) *sigCompat {
+func (s *poolSet) narrowCompat(p *poolState, cp *sigCompat, zones uint32, key, val string) *sigCompat {
 	n := *cp
 	n.all = false
 	types := cp.types

@@ -7,12 +7,27 @@ import (
 	"sort"
 
 	"github.com/karpool/karpool/autoscaler/catalog"
+	"github.com/karpool/karpool/autoscaler/lp"
 )
+
+// packer packs the free classes for cost.
+type packer struct {
+	*solver
+	// split enables splitByRatio; splitUsed records that it placed pods, splitDoubt that it
+	// did so where the general packer may do better.
+	split, splitUsed, splitDoubt bool
+
+	fillBuf []fillItem // scratch for fill
+	// scratch for computeDuals
+	lpCols  [][]float64
+	lpCosts []float64
+	lpFlat  []float64
+}
 
 // ensureRank computes, once per pool, the LP dual prices of the pool's pending demand and ranks
 // its instance types as targets for new NodeClaims: most efficient first (in 2 % steps), then
 // cheapest, so that a new node is as small as it can be without wasting money on overhead.
-func (s *solver) ensureRank(p *poolState) {
+func (s *packer) ensureRank(p *poolState) {
 	if p.rank != nil {
 		return
 	}
@@ -76,7 +91,7 @@ func (s *solver) ensureRank(p *poolState) {
 // forcedNodes is the largest number of the pool's pending pods that must each get a node of
 // their own (self-selecting required anti-affinity, or hostname spread with maxSkew 1, on
 // hostname; or the same host port).
-func (s *solver) forcedNodes(p *poolState) int {
+func (s *packer) forcedNodes(p *poolState) int {
 	count := map[int32]int{}
 	ports := map[int]int{} // pods per host port
 	best := 0
@@ -118,7 +133,7 @@ func (p *poolState) efficiency(t *typeInfo) float64 {
 
 // computeDuals solves the covering LP of a demand over the allowed types and stores the dual
 // prices in p.duals. Resources no allowed type offers are left out.
-func (s *solver) computeDuals(p *poolState, demand *catalog.Resources, allowed bitset) bool {
+func (s *packer) computeDuals(p *poolState, demand *catalog.Resources, allowed bitset) bool {
 	var rows []catalog.Resource
 	for r := catalog.Resource(0); r < catalog.NumResources; r++ {
 		if demand[r] <= 0 {
@@ -159,7 +174,7 @@ func (s *solver) computeDuals(p *poolState, demand *catalog.Resources, allowed b
 	for k, r := range rows {
 		b[k] = float64(demand[r])
 	}
-	_, y, _, ok := coverLP(cols, costs, b)
+	_, y, _, ok := lp.Cover(cols, costs, b)
 	for k, r := range rows {
 		p.duals[r] = y[k]
 	}
@@ -168,7 +183,7 @@ func (s *solver) computeDuals(p *poolState, demand *catalog.Resources, allowed b
 
 // packFree places the classes without topology constraints: first on existing capacity and in
 // the room left on new NodeClaims (free), then on new NodeClaims chosen for cost (packGroup).
-func (s *solver) packFree(free []*class) {
+func (s *packer) packFree(free []*class) {
 	sort.SliceStable(free, func(i, j int) bool {
 		a, b := free[i], free[j]
 		if a.priority != b.priority {
@@ -243,7 +258,7 @@ func (s *solver) packFree(free []*class) {
 }
 
 // freeVariant is the first relaxation level some pool or node can serve.
-func (s *solver) freeVariant(c *class) int {
+func (s *packer) freeVariant(c *class) int {
 	for i, v := range c.variants {
 		if s.anyPool(v.sig) {
 			return i
@@ -258,7 +273,7 @@ func (s *solver) freeVariant(c *class) int {
 }
 
 // fillOpen places pods of the class on existing nodes and open NodeClaims with room.
-func (s *solver) fillOpen(c *class) {
+func (s *packer) fillOpen(c *class) {
 	v := c.variants[c.v]
 	for c.remaining() > 0 {
 		b, k := s.findBin(c, v, -1)
@@ -271,7 +286,7 @@ func (s *solver) fillOpen(c *class) {
 
 // poolFor picks the pool new NodeClaims for a free class come from: the highest weight that can
 // take a pod (within limits), the cheapest per pod among equal weights.
-func (s *solver) poolFor(c *class, v *variant) *poolState {
+func (s *packer) poolFor(c *class, v *variant) *poolState {
 	for i := 0; i < len(s.poolOrder); {
 		j := i
 		var best *poolState
@@ -310,7 +325,7 @@ type packItem struct {
 // packGroup opens new NodeClaims for free classes that share a pool and node requirements:
 // first each instance family's share of the pods by memory:cpu ratio (splitByRatio), then the
 // rest over every allowed type (packItems).
-func (s *solver) packGroup(p *poolState, cp *sigCompat, classes []*class) {
+func (s *packer) packGroup(p *poolState, cp *sigCompat, classes []*class) {
 	items := make([]*packItem, 0, len(classes))
 	for _, c := range classes {
 		if c.remaining() > 0 {
@@ -321,7 +336,7 @@ func (s *solver) packGroup(p *poolState, cp *sigCompat, classes []*class) {
 	if cp.all {
 		allowed = p.all
 	}
-	prices := p.prices(s, cp.zoneMask, cp.ctMask)
+	prices := p.prices(s.zoneIdx, cp.zoneMask, cp.ctMask)
 	for round := 0; round < splitRounds && s.splitByRatio(p, cp, items, allowed, prices); round++ {
 	}
 	k := 0
@@ -339,7 +354,7 @@ func (s *solver) packGroup(p *poolState, cp *sigCompat, classes []*class) {
 // greedily (dot product of pod size and room left), keep the type whose fill carries the most
 // demand per dollar, and open as many NodeClaims with that fill as the remaining pods allow.
 // It lowers each item's rem by what it placed.
-func (s *solver) packItems(p *poolState, cp *sigCompat, items []*packItem, allowed bitset, prices []float64, minScore float64) {
+func (s *packer) packItems(p *poolState, cp *sigCompat, items []*packItem, allowed bitset, prices []float64, minScore float64) {
 	items = slices.Clone(items)
 	var duals [catalog.NumResources]float64
 	var priced catalog.Resources // the demand the duals were computed for
@@ -436,7 +451,7 @@ func (s *solver) packItems(p *poolState, cp *sigCompat, items []*packItem, allow
 
 // trimForMinValues removes pods from a pattern (largest first) until a node with it still fits
 // enough distinct values for the pool's minValues requirements; false if nothing is left.
-func (s *solver) trimForMinValues(p *poolState, cp *sigCompat, t int, items []*packItem, pattern []int) bool {
+func (s *packer) trimForMinValues(p *poolState, cp *sigCompat, t int, items []*packItem, pattern []int) bool {
 	allowed := cp.types
 	if cp.all {
 		allowed = p.all
@@ -473,7 +488,7 @@ func (s *solver) trimForMinValues(p *poolState, cp *sigCompat, t int, items []*p
 // groupDuals solves the covering LP of a demand over the allowed types and returns its dual
 // prices; when the LP cannot be solved it falls back to prices proportional to the cheapest
 // cost per unit of each resource.
-func (s *solver) groupDuals(p *poolState, demand *catalog.Resources, allowed bitset, out *[catalog.NumResources]float64) {
+func (s *packer) groupDuals(p *poolState, demand *catalog.Resources, allowed bitset, out *[catalog.NumResources]float64) {
 	saved := p.duals
 	s.computeDuals(p, demand, allowed)
 	*out = p.duals
@@ -515,7 +530,7 @@ const (
 // candidates are the allowed types with the best value per dollar at the dual prices (at most
 // two sizes per instance family, so that families the LP does not use but that pack real pods
 // well are tried too), plus the cheapest type that fits the largest remaining pod.
-func (s *solver) candidates(p *poolState, allowed bitset, prices []float64, duals *[catalog.NumResources]float64, largest *catalog.Resources, cp *sigCompat) []int {
+func (s *packer) candidates(p *poolState, allowed bitset, prices []float64, duals *[catalog.NumResources]float64, largest *catalog.Resources, cp *sigCompat) []int {
 	type sc struct {
 		t   int
 		eff float64
@@ -581,7 +596,7 @@ func (s *solver) candidates(p *poolState, allowed bitset, prices []float64, dual
 //
 // It is the cost packer's inner loop (and repack's): it works on a compact copy of the items
 // that fit, over only the resources some item requests.
-func (s *solver) fill(t *typeInfo, items []*packItem, pattern []int) float64 {
+func (s *packer) fill(t *typeInfo, items []*packItem, pattern []int) float64 {
 	// Only the resources some item requests matter.
 	var active [catalog.NumResources]int
 	var inv [catalog.NumResources]float64

@@ -11,10 +11,13 @@ import (
 	"github.com/karpool/karpool/internal/requirements"
 )
 
+// placer places classes, constrained ones in batches against the topology counters.
+type placer struct{ *solver }
+
 const unlimited = math.MaxInt32
 
 // placeClass places a constrained class batch by batch, relaxing preferences when a level fails.
-func (s *solver) placeClass(c *class) {
+func (s *placer) placeClass(c *class) {
 	if c.blocked != "" {
 		c.reason = c.blocked
 		return
@@ -34,7 +37,7 @@ func (s *solver) placeClass(c *class) {
 	}
 }
 
-func (s *solver) resetCursors(c *class) {
+func (s *placer) resetCursors(c *class) {
 	n := len(s.zones) + 1
 	if cap(c.cursors) < n {
 		c.cursors = make([]int32, n)
@@ -46,7 +49,7 @@ func (s *solver) resetCursors(c *class) {
 
 // placeBatch places as many pods of the class as one bin (in one zone) takes; it returns how
 // many it placed, and records the reason when it placed none.
-func (s *solver) placeBatch(c *class, v *variant) int {
+func (s *placer) placeBatch(c *class, v *variant) int {
 	if v.zoneCons || (len(c.antiSel) > 0 && s.antiSelZone(c)) {
 		var allow [maxZones]int32
 		order, reason := s.zoneAllowance(c, v, &allow)
@@ -81,7 +84,7 @@ func (s *solver) placeBatch(c *class, v *variant) int {
 	return s.place(c, v, b, -1, k)
 }
 
-func (s *solver) antiSelZone(c *class) bool {
+func (s *placer) antiSelZone(c *class) bool {
 	for _, id := range c.antiSel {
 		if s.counters[id].kind == keyZone {
 			return true
@@ -104,7 +107,7 @@ func dedupReasons(rs []string) string {
 
 // zoneAllowance computes how many pods of the class each zone may take now; it returns the
 // zones with a positive allowance in the order to try them.
-func (s *solver) zoneAllowance(c *class, v *variant, allow *[maxZones]int32) ([]int32, string) {
+func (s *placer) zoneAllowance(c *class, v *variant, allow *[maxZones]int32) ([]int32, string) {
 	elig := s.sigZones(v.sig)
 	nz := len(s.zones)
 	for z := 0; z < nz; z++ {
@@ -201,7 +204,7 @@ func (s *solver) zoneAllowance(c *class, v *variant, allow *[maxZones]int32) ([]
 	return order, reason
 }
 
-func (s *solver) allZones() uint32 {
+func (s *poolSet) allZones() uint32 {
 	if len(s.zones) >= 32 {
 		return math.MaxUint32
 	}
@@ -210,7 +213,7 @@ func (s *solver) allZones() uint32 {
 
 // findBin returns the first bin (existing first, then new NodeClaims in creation order) that
 // takes at least one pod of the class in zone z (-1: any zone), and how many it takes.
-func (s *solver) findBin(c *class, v *variant, z int32) (*bin, int) {
+func (s *placer) findBin(c *class, v *variant, z int32) (*bin, int) {
 	slot := int(z) + 1
 	advance := true
 	req := treeReq(&c.req)
@@ -245,7 +248,7 @@ func (s *solver) findBin(c *class, v *variant, z int32) (*bin, int) {
 // binCapacity is how many pods of the class the bin takes now (in zone z if z >= 0); perm
 // reports that the bin will never take one (resources, hostname counts and requirements only
 // get tighter while constrained pods are placed).
-func (s *solver) binCapacity(c *class, v *variant, b *bin, z int32) (int, bool, string) {
+func (s *placer) binCapacity(c *class, v *variant, b *bin, z int32) (int, bool, string) {
 	if b.dead || b.closed {
 		return 0, true, "closed"
 	}
@@ -287,7 +290,7 @@ func (s *solver) binCapacity(c *class, v *variant, b *bin, z int32) (int, bool, 
 		return 0, true, "resources"
 	}
 	if c.portConf != nil {
-		if !s.portsFree(c, b) {
+		if !s.portsFree(c, b, s.pools) {
 			return 0, true, "host port " + s.describePorts(c) + " is in use on the node"
 		}
 		k = 1 // the pods of the class ask for the same ports
@@ -334,7 +337,7 @@ func (s *solver) binCapacity(c *class, v *variant, b *bin, z int32) (int, bool, 
 }
 
 // hostCap applies the hostname-keyed constraints.
-func (s *solver) hostCap(c *class, v *variant, b *bin, k int) (int, bool, string) {
+func (s *placer) hostCap(c *class, v *variant, b *bin, k int) (int, bool, string) {
 	for _, sp := range v.spreads {
 		ctr := s.counters[sp.ctr]
 		if ctr.kind != keyHost {
@@ -388,7 +391,7 @@ func (s *solver) hostCap(c *class, v *variant, b *bin, k int) (int, bool, string
 
 // hostMin is the smallest count of a hostname spread over eligible nodes: zero whenever a new
 // node can be launched for the pod, else the least over the nodes (existing and new) it may use.
-func (s *solver) hostMin(c *class, sp spreadC, ctr *counter) int32 {
+func (s *placer) hostMin(c *class, sp spreadC, ctr *counter) int32 {
 	if s.canLaunch(c) {
 		return 0
 	}
@@ -413,7 +416,7 @@ func (s *solver) hostMin(c *class, sp spreadC, ctr *counter) int32 {
 // it would keep pods off nodes they fit on; left out while it launches inside, it would be a
 // domain the placement ignored. In a pool with minValues, where a side may leave too few
 // options, it counts whenever it may match (the safe side).
-func (s *solver) hostDomain(c *class, sp spreadC, ctr *counter, b *bin) bool {
+func (s *placer) hostDomain(c *class, sp spreadC, ctr *counter, b *bin) bool {
 	if !s.domainNode(c, sp, b) {
 		return false
 	}
@@ -427,7 +430,7 @@ func (s *solver) hostDomain(c *class, sp spreadC, ctr *counter, b *bin) bool {
 // holdHostDomains keeps every new NodeClaim on the side of the class's hostname spreads that
 // hostDomain judged it on, when those judgements bound the placement (no new node can be
 // launched for the class, see hostMin).
-func (s *solver) holdHostDomains(c *class, v *variant) {
+func (s *placer) holdHostDomains(c *class, v *variant) {
 	for _, sp := range v.spreads {
 		ctr := s.counters[sp.ctr]
 		if ctr.kind != keyHost || !sp.honorAffinity || ctr.filter == nil {
@@ -450,7 +453,7 @@ func (s *solver) holdHostDomains(c *class, v *variant) {
 }
 
 // canLaunch reports whether some pool can launch a node for the pod's required terms.
-func (s *solver) canLaunch(c *class) bool {
+func (s *placer) canLaunch(c *class) bool {
 	if c.launch == 0 {
 		c.launch = 2
 		for _, sig := range c.reqSigs {
@@ -465,7 +468,7 @@ func (s *solver) canLaunch(c *class) bool {
 // domainNode reports whether a node counts as a domain of the class's spread (node affinity
 // honoured unless the policy says Ignore; taints ignored unless Honor). A new NodeClaim counts
 // when it may launch as a matching node.
-func (s *solver) domainNode(c *class, sp spreadC, b *bin) bool {
+func (s *placer) domainNode(c *class, sp spreadC, b *bin) bool {
 	if b.kind == binNew {
 		sigs := c.reqSigsAll
 		if sp.honorTaints {
@@ -501,7 +504,7 @@ func (s *solver) domainNode(c *class, sp spreadC, b *bin) bool {
 
 // spreadZones are the zones that count as domains of a zone spread of the class: zones of the
 // nodes it may use and zones the pools could launch a node for it in.
-func (s *solver) spreadZones(c *class, sp spreadC) uint32 {
+func (s *placer) spreadZones(c *class, sp spreadC) uint32 {
 	idx := 0
 	if sp.honorAffinity {
 		idx |= 1
@@ -541,7 +544,7 @@ func (s *solver) spreadZones(c *class, sp spreadC) uint32 {
 }
 
 // labelCap applies constraints keyed on other labels; the bin's value must be known.
-func (s *solver) labelCap(c *class, v *variant, b *bin, k int) (int, string) {
+func (s *placer) labelCap(c *class, v *variant, b *bin, k int) (int, string) {
 	for _, sp := range v.spreads {
 		ctr := s.counters[sp.ctr]
 		if ctr.kind != keyLabel {
@@ -607,7 +610,7 @@ func (s *solver) labelCap(c *class, v *variant, b *bin, k int) (int, string) {
 }
 
 // labelMin is the smallest count over the values the label can take for the pod.
-func (s *solver) labelMin(c *class, sp spreadC, ctr *counter) int32 {
+func (s *placer) labelMin(c *class, sp spreadC, ctr *counter) int32 {
 	vals := map[string]bool{}
 	for _, b := range s.bins[:s.existing] {
 		if !s.domainNode(c, sp, b) {
@@ -678,7 +681,7 @@ func (s *solver) labelMin(c *class, sp spreadC, ctr *counter) int32 {
 // off a side would launch it on the wrong side, and on one that launches in one of the zones
 // it lists (launchZone), a cheaper type offered cheapest in another zone would launch it
 // there. See finalizeBin.
-func (s *solver) minValuesOK(b *bin, types bitset, zones uint32, cts uint8, req *catalog.Resources, k int) bool {
+func (s *launcher) minValuesOK(b *bin, types bitset, zones uint32, cts uint8, req *catalog.Resources, k int) bool {
 	p := s.pools[b.pool]
 	if len(p.minValues) == 0 {
 		return true
@@ -690,7 +693,7 @@ func (s *solver) minValuesOK(b *bin, types bitset, zones uint32, cts uint8, req 
 	var prices []float64
 	floor := math.Inf(-1)
 	if limited || len(b.sides) > 0 || b.launchWide() {
-		prices = p.prices(s, zones, cts)
+		prices = p.prices(s.zoneIdx, zones, cts)
 		_, floor = s.floorType(b, types, zones, cts, &need)
 	}
 	for _, mv := range p.minValues {
@@ -718,11 +721,11 @@ func (s *solver) minValuesOK(b *bin, types bitset, zones uint32, cts uint8, req 
 // launches as once shrunk (see bestType), and its price: the cheapest that fits, is offered, is
 // on every side of the NodeClaim and, in a pool with limits, is the target or fits the limits in
 // its place without growing a limited resource (-1 and +Inf if none).
-func (s *solver) floorType(b *bin, types bitset, zones uint32, cts uint8, need *catalog.Resources) (int, float64) {
+func (s *launcher) floorType(b *bin, types bitset, zones uint32, cts uint8, need *catalog.Resources) (int, float64) {
 	p := s.pools[b.pool]
 	limited := p.hasLimits()
 	cur := &p.types[b.target]
-	prices := p.prices(s, zones, cts)
+	prices := p.prices(s.zoneIdx, zones, cts)
 	best, floor := -1, math.Inf(1)
 	types.each(func(i int) bool {
 		t := &p.types[i]
@@ -738,7 +741,7 @@ func (s *solver) floorType(b *bin, types bitset, zones uint32, cts uint8, need *
 // openBin opens a new NodeClaim for the class (in zone z if z >= 0): the highest-weight pool
 // that can take the pod, the cheapest per pod among equal weights. It returns the NodeClaim and
 // how many pods of the class it takes.
-func (s *solver) openBin(c *class, v *variant, z int32) (*bin, int, string) {
+func (s *placer) openBin(c *class, v *variant, z int32) (*bin, int, string) {
 	var reasons []string
 	type cand struct {
 		p     *poolState
@@ -778,7 +781,7 @@ func (s *solver) openBin(c *class, v *variant, z int32) (*bin, int, string) {
 			// Constraints keyed on a label the pool leaves open (capacity type, arch, a custom
 			// label) may need a value other than the cheapest type's: try each, cheapest first.
 			why := ""
-			for n, cp := range s.labelChoices(v, cd.p, cd.cp, cd.zones) {
+			for n, cp := range s.labelChoices(v, s.counters, cd.p, cd.cp, cd.zones) {
 				t := cd.t
 				if n > 0 {
 					if t, why = s.pickTarget(cd.p, cp, cd.zones, c); t < 0 {
@@ -808,7 +811,7 @@ func (s *solver) openBin(c *class, v *variant, z int32) (*bin, int, string) {
 // pickTarget chooses the target instance type of a new NodeClaim for a pod of the class: the
 // pool's preferred size among the allowed types that fit the pod and the pool's limits and whose
 // daemonsets leave the pod's host ports free.
-func (s *solver) pickTarget(p *poolState, cp *sigCompat, zones uint32, c *class) (int, string) {
+func (s *placer) pickTarget(p *poolState, cp *sigCompat, zones uint32, c *class) (int, string) {
 	s.ensureRank(p)
 	req := &c.req
 	fitAny, limited, ports := false, false, false
@@ -841,7 +844,7 @@ func (s *solver) pickTarget(p *poolState, cp *sigCompat, zones uint32, c *class)
 }
 
 // noCapacityReason explains why no node could take the class at all.
-func (s *solver) noCapacityReason(c *class, v *variant) string {
+func (s *placer) noCapacityReason(c *class, v *variant) string {
 	var reasons []string
 	for _, p := range s.poolOrder {
 		if cp := s.compatWith(v.sig, p); !cp.ok {
@@ -855,7 +858,7 @@ func (s *solver) noCapacityReason(c *class, v *variant) string {
 }
 
 // place binds k pods of the class to the bin (narrowing a new NodeClaim's requirements).
-func (s *solver) place(c *class, v *variant, b *bin, z int32, k int) int {
+func (s *placer) place(c *class, v *variant, b *bin, z int32, k int) int {
 	if k <= 0 {
 		return 0
 	}
@@ -880,42 +883,9 @@ func (s *solver) place(c *class, v *variant, b *bin, z int32, k int) int {
 	return k
 }
 
-// countPod records k pods of the class on the bin in every counter; free pods on a bin whose
-// zone is still open wait in b.uncounted (deferred=false means the pods were just placed).
-func (s *solver) countPod(c *class, b *bin, k int32, settling bool) {
-	if !settling && c.needZone && b.zone < 0 && b.kind == binNew {
-		b.uncounted = append(b.uncounted, b.pods[len(b.pods)-int(k):]...)
-		for _, id := range c.countedBy {
-			if ctr := s.counters[id]; ctr.kind != keyZone {
-				ctr.add(s, b, k)
-			}
-		}
-		for _, id := range c.owns {
-			if ctr := s.counters[id]; ctr.kind != keyZone {
-				ctr.addOwner(s, b, k)
-			}
-		}
-		return
-	}
-	for _, id := range c.countedBy {
-		ctr := s.counters[id]
-		if settling && ctr.kind != keyZone {
-			continue
-		}
-		ctr.add(s, b, k)
-	}
-	for _, id := range c.owns {
-		ctr := s.counters[id]
-		if settling && ctr.kind != keyZone {
-			continue
-		}
-		ctr.addOwner(s, b, k)
-	}
-}
-
 // narrowBin intersects a new NodeClaim's requirements with the class's and decides the zone
 // when the class needs one (k pods of the class are about to be placed).
-func (s *solver) narrowBin(c *class, v *variant, b *bin, z int32, k int) {
+func (s *placer) narrowBin(c *class, v *variant, b *bin, z int32, k int) {
 	p := s.pools[b.pool]
 	cp := s.compatWith(v.sig, p)
 	zm := b.zoneMask & cp.zoneMask
@@ -976,7 +946,7 @@ func (s *solver) narrowBin(c *class, v *variant, b *bin, z int32, k int) {
 // pickZone chooses a zone for an undecided NodeClaim that receives pods counted per zone: the
 // zone where those pods' counters are lowest, then the cheapest (-1: leave it open). types are
 // the NodeClaim's types the class's pods accept.
-func (s *solver) pickZone(c *class, b *bin, types bitset) int32 {
+func (s *placer) pickZone(c *class, b *bin, types bitset) int32 {
 	p := s.pools[b.pool]
 	t := &p.types[b.target]
 	best, bestCount, bestPrice := int32(-1), int32(0), 0.0
@@ -1009,7 +979,7 @@ func (s *solver) pickZone(c *class, b *bin, types bitset) int32 {
 
 // decideLabels fixes the value of other topology keys on a new NodeClaim when undecided: the
 // capacity type or instance type label of its target.
-func (s *solver) decideLabels(v *variant, b *bin) {
+func (s *placer) decideLabels(v *variant, b *bin) {
 	p := s.pools[b.pool]
 	keys := map[string]bool{}
 	for _, sp := range v.spreads {

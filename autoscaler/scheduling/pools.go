@@ -15,6 +15,40 @@ import (
 	"github.com/karpool/karpool/internal/requirements"
 )
 
+// poolSet holds the pools with their instance types and offerings, the zones, the daemonsets,
+// and the node signatures with their compatibility per pool.
+type poolSet struct {
+	in      *Input
+	ports   *portTable // the solve's host ports, for the daemonsets'
+	zones   []string
+	zoneIdx map[string]int
+
+	pools     []*poolState
+	poolOrder []*poolState // weight desc, name
+	daemons   []*daemon
+
+	sigs    map[string]*nodeSig
+	sigList []*nodeSig
+
+	labelTemplates map[labelsKey]map[string]string
+
+	// typeKeys is the label keys of each instance type list, by where it is in memory: pools
+	// of one node class share their list, and a thousand pools would otherwise each walk it.
+	typeKeys map[typeList]map[string]bool
+	// typeScratch gathers a pool's instance types while it is built.
+	typeScratch []typeInfo
+
+	// preferTaints: some pool or node has a PreferNoSchedule taint.
+	preferTaints bool
+
+	oneChoice [1]*sigCompat // labelChoices' result when nothing is open
+}
+
+// newPoolSet returns the pool set of the input, not built yet (see buildPools).
+func newPoolSet(in *Input, ports *portTable) poolSet {
+	return poolSet{in: in, ports: ports, sigs: map[string]*nodeSig{}}
+}
+
 // Capacity types, as indexes into masks.
 const (
 	ctSpot = iota
@@ -137,8 +171,8 @@ type offeringSet struct {
 }
 
 // sorted returns the prices within the masks and the type indexes sorted by price, then name.
-func (p *poolState) sorted(s *solver, zones uint32, cts uint8) ([]float64, []int) {
-	prices := p.prices(s, zones, cts)
+func (p *poolState) sorted(zoneIdx map[string]int, zones uint32, cts uint8) ([]float64, []int) {
+	prices := p.prices(zoneIdx, zones, cts)
 	key := uint64(zones)<<8 | uint64(cts)
 	if o, ok := p.orderCache[key]; ok {
 		return prices, o
@@ -162,7 +196,7 @@ func (p *poolState) sorted(s *solver, zones uint32, cts uint8) ([]float64, []int
 
 // offerings returns a type's available offerings within the masks, cheapest first (shared,
 // read-only), and the zones and capacity types they cover.
-func (p *poolState) offerings(s *solver, t int, zones uint32, cts uint8) ([]catalog.Offering, uint32, uint8) {
+func (p *poolState) offerings(zoneIdx map[string]int, t int, zones uint32, cts uint8) ([]catalog.Offering, uint32, uint8) {
 	key := uint64(zones)<<8 | uint64(cts)
 	sets, ok := p.offCache[key]
 	if !ok {
@@ -176,7 +210,7 @@ func (p *poolState) offerings(s *solver, t int, zones uint32, cts uint8) ([]cata
 	if !set.done {
 		ti := &p.types[t]
 		for _, of := range ti.it.Offerings {
-			z, ok := s.zoneIdx[of.Zone]
+			z, ok := zoneIdx[of.Zone]
 			ct := ctIndex(of.CapacityType)
 			if !of.Available || !ok || ct < 0 || zones&(1<<z) == 0 || cts&(1<<ct) == 0 || ti.zoneByCT[ct]&(1<<z) == 0 {
 				continue
@@ -201,7 +235,7 @@ func (p *poolState) offerings(s *solver, t int, zones uint32, cts uint8) ([]cata
 }
 
 // prices returns each type's cheapest available offering within the masks (+Inf if none).
-func (p *poolState) prices(s *solver, zones uint32, cts uint8) []float64 {
+func (p *poolState) prices(zoneIdx map[string]int, zones uint32, cts uint8) []float64 {
 	key := uint64(zones)<<8 | uint64(cts)
 	if v, ok := p.priceCache[key]; ok {
 		return v
@@ -215,7 +249,7 @@ func (p *poolState) prices(s *solver, zones uint32, cts uint8) []float64 {
 		if zones == p.zoneMask && cts == p.ctMask {
 			v[i] = t.price
 		} else {
-			v[i] = t.priceIn(zones, cts, s.zoneIdx)
+			v[i] = t.priceIn(zones, cts, zoneIdx)
 		}
 	}
 	p.priceCache[key] = v
@@ -248,7 +282,7 @@ func (p *poolState) fitsLimits(t *typeInfo) bool {
 
 // fitsLimits reports whether one more node of type t keeps pool p within its limits, and every
 // new NodeClaim of the pool with enough options within them for the pool's minValues.
-func (s *solver) fitsLimits(p *poolState, t *typeInfo) bool {
+func (s *launcher) fitsLimits(p *poolState, t *typeInfo) bool {
 	return p.fitsLimits(t) && s.keepsMinValues(p, nil, t, nil)
 }
 
@@ -256,7 +290,7 @@ func (s *solver) fitsLimits(p *poolState, t *typeInfo) bool {
 // its minValues when its usage changes from a node of type from (nil: none) to one of type to.
 // In a pool with limits a NodeClaim only lists the types that fit the limits left by the
 // others, so every node added or grown takes options away from the rest.
-func (s *solver) keepsMinValues(p *poolState, from, to *typeInfo, skip *bin) bool {
+func (s *launcher) keepsMinValues(p *poolState, from, to *typeInfo, skip *bin) bool {
 	if len(p.minValues) == 0 {
 		return true
 	}
@@ -339,7 +373,7 @@ func isTypeKeyCandidate(key string) bool {
 }
 
 // buildPools prepares every NodePool.
-func (s *solver) buildPools() {
+func (s *poolSet) buildPools() {
 	s.buildZones()
 	for i := range s.in.Pools {
 		s.pools = append(s.pools, s.buildPool(i))
@@ -357,7 +391,7 @@ func (s *solver) buildPools() {
 }
 
 // buildZones indexes every zone any offering or node mentions, in name order.
-func (s *solver) buildZones() {
+func (s *poolSet) buildZones() {
 	zoneSet := map[string]bool{}
 	for _, p := range s.in.Pools {
 		for i := range p.InstanceTypes {
@@ -399,7 +433,7 @@ func (s *solver) buildZones() {
 
 // typeKeysOf returns the label keys of a list of instance types, computed once per list. The
 // map is shared: it is only read.
-func (s *solver) typeKeysOf(its []catalog.InstanceType) map[string]bool {
+func (s *poolSet) typeKeysOf(its []catalog.InstanceType) map[string]bool {
 	if len(its) == 0 {
 		return map[string]bool{}
 	}
@@ -426,7 +460,7 @@ type typeList struct {
 	n     int
 }
 
-func (s *solver) buildPool(idx int) *poolState {
+func (s *poolSet) buildPool(idx int) *poolState {
 	in := &s.in.Pools[idx]
 	p := &poolState{idx: idx, nodeLimit: -1, fixed: map[string]string{}, typeKeys: s.typeKeysOf(in.InstanceTypes)}
 	np := in.NodePool
@@ -434,6 +468,17 @@ func (s *solver) buildPool(idx int) *poolState {
 		p.invalid = "nodepool is nil"
 		return p
 	}
+	s.poolTemplate(p, np)
+	typeReqs := s.poolRequirements(p, &np.Spec.Template)
+	s.poolTypes(p, in.InstanceTypes, typeReqs)
+	if p.invalid == "" && len(p.types) == 0 {
+		p.invalid = fmt.Sprintf("nodepool %q: no instance type satisfies its requirements and has an available offering", p.name)
+	}
+	return p
+}
+
+// poolTemplate takes the pool's name, weight, fixed labels, taints and limits from its spec.
+func (s *poolSet) poolTemplate(p *poolState, np *karpv1.NodePool) {
 	p.np, p.name = np, np.Name
 	if np.Spec.Weight != nil {
 		p.weight = *np.Spec.Weight
@@ -449,17 +494,8 @@ func (s *solver) buildPool(idx int) *poolState {
 	if s.in.Region != "" {
 		p.fixed[labelRegion] = s.in.Region
 	}
-	for _, t := range tmpl.Spec.Taints {
-		switch {
-		case blockingEffect(t.Effect):
-			p.taints = append(p.taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
-		case t.Effect == corev1.TaintEffectPreferNoSchedule:
-			p.preferTaints = append(p.preferTaints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
-			s.preferTaints = true
-		}
-	}
-
-	// Limits.
+	p.taints, p.preferTaints = splitTaints(tmpl.Spec.Taints)
+	s.preferTaints = s.preferTaints || len(p.preferTaints) > 0
 	for name, q := range np.Spec.Limits {
 		if name == "nodes" {
 			p.nodeLimit = q.Value()
@@ -470,8 +506,12 @@ func (s *solver) buildPool(idx int) *poolState {
 			p.limits[r] = quantityValue(r, q)
 		}
 	}
+}
 
-	// Requirements.
+// poolRequirements applies the template's requirements and labels: zone and capacity type
+// masks, minValues, custom (pool-defined) keys; it returns the requirements on instance type
+// labels.
+func (s *poolSet) poolRequirements(p *poolState, tmpl *karpv1.NodeClaimTemplate) []req {
 	p.zoneMask = uint32(1)<<uint(len(s.zones)) - 1
 	if len(s.zones) == maxZones {
 		p.zoneMask = math.MaxUint32
@@ -491,28 +531,8 @@ func (s *solver) buildPool(idx int) *poolState {
 		case r.Key == labelNodePool || r.Key == labelHostname:
 			// Not allowed by the CRD; ignore.
 		default:
-			if v, ok := p.fixed[r.Key]; ok {
-				if !rq.Matches(v, true) {
-					p.invalid = fmt.Sprintf("nodepool %q: template label %s=%s contradicts its requirement %s", p.name, r.Key, v, rq.String())
-				}
-				continue
-			}
-			if p.typeKeys[r.Key] || isTypeKeyCandidate(r.Key) {
+			if p.otherRequirement(r.Key, rq) {
 				typeReqs = append(typeReqs, rq)
-				continue
-			}
-			if r.Key == labelRegion {
-				continue
-			}
-			if p.custom == nil {
-				p.custom = map[string]*domain{}
-			}
-			if d, ok := p.custom[r.Key]; ok {
-				if !intersect(d, requirements.Of(rq)) {
-					p.invalid = fmt.Sprintf("nodepool %q: requirements on %s contradict each other", p.name, r.Key)
-				}
-			} else {
-				p.custom[r.Key] = requirements.Of(rq)
 			}
 		}
 	}
@@ -540,13 +560,47 @@ func (s *solver) buildPool(idx int) *poolState {
 		// Reserved capacity is only used when asked for explicitly.
 		p.ctMask &^= 1 << ctReserved
 	}
+	return typeReqs
+}
 
-	// Instance types the pool can launch, gathered in a scratch list and copied at their exact
-	// count: thousands of pools would otherwise each keep a half-empty doubling of the list.
+// otherRequirement applies a requirement on a key other than zone, capacity type, pool and
+// hostname: checked against a fixed label, kept as a custom domain, or (true) left to the
+// instance types.
+func (p *poolState) otherRequirement(key string, rq req) bool {
+	if v, ok := p.fixed[key]; ok {
+		if !rq.Matches(v, true) {
+			p.invalid = fmt.Sprintf("nodepool %q: template label %s=%s contradicts its requirement %s", p.name, key, v, rq.String())
+		}
+		return false
+	}
+	if p.typeKeys[key] || isTypeKeyCandidate(key) {
+		return true
+	}
+	if key == labelRegion {
+		return false
+	}
+	if p.custom == nil {
+		p.custom = map[string]*domain{}
+	}
+	if d, ok := p.custom[key]; ok {
+		if !intersect(d, requirements.Of(rq)) {
+			p.invalid = fmt.Sprintf("nodepool %q: requirements on %s contradict each other", p.name, key)
+		}
+	} else {
+		p.custom[key] = requirements.Of(rq)
+	}
+	return false
+}
+
+// poolTypes sets the instance types the pool can launch: those meeting typeReqs with an
+// available offering it allows and room for a pod beside its daemonsets, cheapest first, then
+// by name. They are gathered in a scratch list and copied at their exact count: thousands of
+// pools would otherwise each keep a half-empty doubling of the list.
+func (s *poolSet) poolTypes(p *poolState, its []catalog.InstanceType, typeReqs []req) {
 	daemons := s.daemonsFor(p)
 	s.typeScratch = s.typeScratch[:0]
-	for i := range in.InstanceTypes {
-		it := &in.InstanceTypes[i]
+	for i := range its {
+		it := &its[i]
 		if !requirements.Match(typeReqs, it.Labels) {
 			continue
 		}
@@ -593,10 +647,6 @@ func (s *solver) buildPool(idx int) *poolState {
 	for i := range p.types {
 		p.all.set(i)
 	}
-	if p.invalid == "" && len(p.types) == 0 {
-		p.invalid = fmt.Sprintf("nodepool %q: no instance type satisfies its requirements and has an available offering", p.name)
-	}
-	return p
 }
 
 func poolAllowsExplicitly(reqs []karpv1.NodePoolRequirement, ct string) bool {
@@ -609,7 +659,7 @@ func poolAllowsExplicitly(reqs []karpv1.NodePoolRequirement, ct string) bool {
 }
 
 // zoneFilter is the zone mask a requirement on the zone label allows.
-func (s *solver) zoneFilter(r *req) uint32 {
+func (s *poolSet) zoneFilter(r *req) uint32 {
 	var m uint32
 	for i, z := range s.zones {
 		if r.Matches(z, true) {
@@ -640,7 +690,7 @@ type daemon struct {
 }
 
 // daemonsFor lists the daemonsets that tolerate the pool's taints.
-func (s *solver) daemonsFor(p *poolState) []*daemon {
+func (s *poolSet) daemonsFor(p *poolState) []*daemon {
 	var out []*daemon
 	for _, d := range s.allDaemons() {
 		if d.toleratesAll(p.taints) {
@@ -651,7 +701,7 @@ func (s *solver) daemonsFor(p *poolState) []*daemon {
 }
 
 // allDaemons are the input's daemonsets, parsed once.
-func (s *solver) allDaemons() []*daemon {
+func (s *poolSet) allDaemons() []*daemon {
 	if s.daemons == nil {
 		for _, ds := range s.in.DaemonSets {
 			if ds == nil {
@@ -660,7 +710,7 @@ func (s *solver) allDaemons() []*daemon {
 			pod := &corev1.Pod{Spec: ds.Spec.Template.Spec}
 			r, _ := PodRequests(pod)
 			d := &daemon{name: ds.Namespace + "/" + ds.Name, req: r, tols: ds.Spec.Template.Spec.Tolerations,
-				ports: s.portTab.intern(hostPortsOf(&ds.Spec.Template.Spec))}
+				ports: s.ports.intern(hostPortsOf(&ds.Spec.Template.Spec))}
 			d.terms = nodeTerms(&ds.Spec.Template.Spec)
 			s.daemons = append(s.daemons, d)
 		}
@@ -753,13 +803,13 @@ type PoolType struct {
 // applied), cheapest first: what the engine itself works with, for callers that compute cost
 // bounds or reports. Zones are indexed once; a pool is built when asked for, so a report on the
 // few pools of thousands that have pods stays small.
-type PoolTypes struct{ s *solver }
+type PoolTypes struct{ s *poolSet }
 
 // NewPoolTypes indexes the input for PoolTypes.Of.
 func NewPoolTypes(in *Input) *PoolTypes {
-	s := &solver{in: in, sigs: map[string]*nodeSig{}, counterIdx: map[string]int32{}, labelSetMatch: map[string][]int32{}}
+	s := newPoolSet(in, &portTable{})
 	s.buildZones()
-	return &PoolTypes{s: s}
+	return &PoolTypes{s: &s}
 }
 
 // Of returns the types of the pool at index i of the input.
@@ -781,4 +831,18 @@ func (pt *PoolTypes) Of(i int) []PoolType {
 		out = append(out, PoolType{Type: it, DaemonSetOverhead: t.ds, PricePerHour: t.price})
 	}
 	return out
+}
+
+// splitTaints sorts a template's or NodeClaim's taints into those that keep pods off
+// (NoSchedule, NoExecute) and the PreferNoSchedule ones; other effects are dropped.
+func splitTaints(taints []karpv1.Taint) (blocking, prefer []corev1.Taint) {
+	for _, t := range taints {
+		switch {
+		case blockingEffect(t.Effect):
+			blocking = append(blocking, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
+		case t.Effect == corev1.TaintEffectPreferNoSchedule:
+			prefer = append(prefer, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
+		}
+	}
+	return blocking, prefer
 }

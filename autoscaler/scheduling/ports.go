@@ -8,6 +8,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
+// portRules holds the host ports pods and daemonsets use.
+type portRules struct {
+	// portTab interns the host ports pods and daemonsets use.
+	portTab portTable
+}
+
 // hostPort is one (IP, port, protocol) a pod reserves on its node. Two pods whose host ports
 // conflict never share a node, as the kube-scheduler's NodePorts plugin decides: same port and
 // protocol, and the same IP or either of them the wildcard.
@@ -154,19 +160,19 @@ func union(b *bitset, o bitset) {
 
 // preparePorts turns the interned host ports of classes, bins and instance types into sets, once
 // every port of the solve is known.
-func (s *solver) preparePorts() {
-	t := &s.portTab
+func (r *portRules) preparePorts(classes []*class, bins []*bin, pools []*poolState) {
+	t := &r.portTab
 	if len(t.ports) == 0 {
 		return
 	}
 	t.seal()
-	for _, c := range s.classes {
+	for _, c := range classes {
 		c.portSet, c.portConf = t.set(c.ports), t.conflictSet(c.ports)
 	}
-	for _, b := range s.bins {
+	for _, b := range bins {
 		b.ports, b.portIDs = t.set(b.portIDs), nil
 	}
-	for _, p := range s.pools {
+	for _, p := range pools {
 		for i := range p.types {
 			ti := &p.types[i]
 			ti.dsPorts = t.set(ti.dsPortIDs)
@@ -176,20 +182,20 @@ func (s *solver) preparePorts() {
 }
 
 // portsFree reports whether the class's host ports are free on the bin: on its pods, and on a
-// new NodeClaim also on the daemonsets of its target type.
-func (s *solver) portsFree(c *class, b *bin) bool {
+// new NodeClaim also on the daemonsets of its target type (its pool among pools).
+func (r *portRules) portsFree(c *class, b *bin, pools []*poolState) bool {
 	if c.portConf == nil {
 		return true
 	}
 	if intersects(c.portConf, b.ports) {
 		return false
 	}
-	return b.kind != binNew || !intersects(c.portConf, s.pools[b.pool].types[b.target].dsPorts)
+	return b.kind != binNew || !intersects(c.portConf, pools[b.pool].types[b.target].dsPorts)
 }
 
 // withoutPortClashes removes from types those whose daemonsets use a host port of the class.
 // It returns types itself when nothing needs removing, else a copy.
-func (s *solver) withoutPortClashes(c *class, p *poolState, types bitset) bitset {
+func (r *portRules) withoutPortClashes(c *class, p *poolState, types bitset) bitset {
 	if c.portConf == nil || !p.dsPorts {
 		return types
 	}
@@ -207,13 +213,13 @@ func (s *solver) withoutPortClashes(c *class, p *poolState, types bitset) bitset
 }
 
 // describePorts renders a class's host ports for reasons, e.g. "8080/TCP".
-func (s *solver) describePorts(c *class) string {
+func (r *portRules) describePorts(c *class) string {
 	var b strings.Builder
 	for i, id := range c.ports {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		hp := s.portTab.ports[id]
+		hp := r.portTab.ports[id]
 		if !isWildcard(hp.ip) {
 			b.WriteString(hp.ip + ":")
 		}

@@ -12,6 +12,9 @@ import (
 	"github.com/karpool/karpool/autoscaler/costbound"
 )
 
+// repacker solves the pods of the most wasteful NodeClaims again (repack.go).
+type repacker struct{ *solver }
+
 // Re-packing the most wasteful NodeClaims.
 //
 // The cost packer fills nodes one at a time against the LP's prices for all the remaining
@@ -38,7 +41,7 @@ const repackGate = 1.025
 // repack improves the plan (see above); sub-problems are solved by solveBest, so they are not
 // re-packed themselves. A plan that leaves pods unschedulable is kept as it is: a sub-plan may
 // leave room (or pool limits) such a pod could use, and only the full solve places pods.
-func (s *solver) repack(res *Result) *Result {
+func (s *repacker) repack(res *Result) *Result {
 	if len(res.Unschedulable) > 0 {
 		return res
 	}
@@ -74,7 +77,7 @@ func (s *solver) repack(res *Result) *Result {
 // claimGroups lists the pods of every NodeClaim of the solver's result whose pods are all free
 // to move (no topology spread, affinity or host ports count them, as for fold) as groups of
 // equal requests, in the order first seen; nil for the other NodeClaims.
-func (s *solver) claimGroups() [][]costbound.PodGroup {
+func (s *repacker) claimGroups() [][]costbound.PodGroup {
 	out := make([][]costbound.PodGroup, len(s.claimBins))
 	for i, b := range s.claimBins {
 		if !s.foldable(b) || !s.movable(b) {
@@ -96,7 +99,7 @@ func (s *solver) claimGroups() [][]costbound.PodGroup {
 }
 
 // repackable lists the pool's movable NodeClaims, most wasteful first.
-func (s *solver) repackable(res *Result, p *poolState, groups [][]costbound.PodGroup) []int {
+func (s *repacker) repackable(res *Result, p *poolState, groups [][]costbound.PodGroup) []int {
 	var claims []int
 	var demand catalog.Resources
 	for i := range res.NodeClaims {
@@ -153,7 +156,7 @@ func claimsBound(res *Result, claims []int, groups [][]costbound.PodGroup, types
 
 // bestRepack solves the pods of the k most wasteful NodeClaims again, for k in repackSizes, and
 // returns the plan that saves the most (nil if none saves), its claimGroups and k.
-func (s *solver) bestRepack(res *Result, p *poolState, claims []int, groups [][]costbound.PodGroup, types []costbound.Type, added int) (*Result, [][]costbound.PodGroup, int) {
+func (s *repacker) bestRepack(res *Result, p *poolState, claims []int, groups [][]costbound.PodGroup, types []costbound.Type, added int) (*Result, [][]costbound.PodGroup, int) {
 	var best *Result
 	var bestSolver *solver
 	bestK, saving := 0, 1e-9
@@ -182,7 +185,7 @@ func (s *solver) bestRepack(res *Result, p *poolState, claims []int, groups [][]
 // subInput is the input of the sub-problem: the NodeClaims' pods, the pool alone (limited to
 // what the NodeClaims use of every limited resource, so that the others' options stay valid,
 // and to the nodes left), and everything else of the input that shapes a node.
-func (s *solver) subInput(res *Result, p *poolState, claims []int, added int) *Input {
+func (s *repacker) subInput(res *Result, p *poolState, claims []int, added int) *Input {
 	sub := &Input{
 		DaemonSets: s.in.DaemonSets, Namespaces: s.in.Namespaces, Region: s.in.Region, Options: s.in.Options,
 		PersistentVolumeClaims: s.in.PersistentVolumeClaims, PersistentVolumes: s.in.PersistentVolumes,

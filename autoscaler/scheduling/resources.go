@@ -144,15 +144,21 @@ func defaultRequests(r *corev1.ResourceRequirements) {
 	}
 }
 
+// requestCache holds PodRequests per resource specification (resourceKey), resBuf its scratch.
+type requestCache struct {
+	resCache map[string]podReq
+	resBuf   []byte
+}
+
 // podRequests is PodRequests computed once per distinct resource specification: pods of one
 // Deployment share it, and the upstream helper allocates.
-func (s *solver) podRequests(pod *corev1.Pod) (catalog.Resources, string) {
+func (s *requestCache) podRequests(pod *corev1.Pod) (catalog.Resources, string) {
 	s.resBuf = resourceKey(s.resBuf[:0], pod)
 	return s.requestsFor(s.resBuf, pod)
 }
 
 // requestsFor is podRequests for a pod whose resourceKey is key.
-func (s *solver) requestsFor(key []byte, pod *corev1.Pod) (catalog.Resources, string) {
+func (s *requestCache) requestsFor(key []byte, pod *corev1.Pod) (catalog.Resources, string) {
 	if e, ok := s.resCache[string(key)]; ok {
 		return e.req, e.unknown
 	}

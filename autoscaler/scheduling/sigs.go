@@ -40,7 +40,7 @@ type sigCompat struct {
 	custom   map[string]*domain
 }
 
-func (s *solver) sigFor(reqs []req, tols []corev1.Toleration, avoid bool) *nodeSig {
+func (s *poolSet) sigFor(reqs []req, tols []corev1.Toleration, avoid bool) *nodeSig {
 	var b strings.Builder
 	if avoid {
 		b.WriteByte(5)
@@ -76,7 +76,7 @@ func (s *solver) sigFor(reqs []req, tols []corev1.Toleration, avoid bool) *nodeS
 }
 
 // compatWith evaluates the signature against a pool (cached).
-func (s *solver) compatWith(sig *nodeSig, p *poolState) *sigCompat {
+func (s *poolSet) compatWith(sig *nodeSig, p *poolState) *sigCompat {
 	if c := sig.compat[p.idx]; c != nil {
 		return c
 	}
@@ -85,79 +85,105 @@ func (s *solver) compatWith(sig *nodeSig, p *poolState) *sigCompat {
 	return c
 }
 
-func (s *solver) evalCompat(sig *nodeSig, p *poolState) *sigCompat {
+// evalCompat evaluates the signature against a pool: its taints, then each requirement, then
+// the instance types the type requirements leave.
+func (s *poolSet) evalCompat(sig *nodeSig, p *poolState) *sigCompat {
 	c := &sigCompat{}
 	if p.invalid != "" {
 		c.reason = p.invalid
 		return c
 	}
-	for _, t := range p.taints {
-		if !tolerates(sig.tols, t.Key, t.Value, t.Effect) {
-			c.reason = fmt.Sprintf("nodepool %q has taint %s=%s:%s, which the pod does not tolerate", p.name, t.Key, t.Value, t.Effect)
-			return c
-		}
-	}
-	if sig.avoid {
-		for _, t := range p.preferTaints {
-			if !tolerates(sig.tols, t.Key, t.Value, t.Effect) {
-				c.reason = fmt.Sprintf("nodepool %q has taint %s=%s:%s, which the pod does not tolerate (avoided while another choice remains)", p.name, t.Key, t.Value, t.Effect)
-				return c
-			}
-		}
+	if c.reason = taintReason(sig, p); c.reason != "" {
+		return c
 	}
 	c.zoneMask, c.ctMask = p.zoneMask, p.ctMask
 	var typeReqs []req
 	for i := range sig.reqs {
 		r := &sig.reqs[i]
-		switch {
-		case r.Key == labelZone:
-			c.zoneMask &= s.zoneFilter(r)
-			if c.zoneMask == 0 {
-				c.reason = fmt.Sprintf("nodepool %q offers no zone satisfying %s", p.name, r.String())
-				return c
-			}
-		case r.Key == labelCapacityType:
-			c.ctMask &= ctFilter(r)
-			if c.ctMask == 0 {
-				c.reason = fmt.Sprintf("nodepool %q offers no capacity type satisfying %s", p.name, r.String())
-				return c
-			}
-		case r.Key == labelHostname:
-			// A new node's hostname is not known in advance: only "not this host" can hold.
-			if r.Operator != corev1.NodeSelectorOpNotIn {
-				c.reason = fmt.Sprintf("requirement %s can only be met by an existing node", r.String())
-				return c
-			}
-		case hasKey(p.fixed, r.Key):
-			if !r.Matches(p.fixed[r.Key], true) {
-				c.reason = fmt.Sprintf("nodepool %q sets %s=%s, the pod requires %s", p.name, r.Key, p.fixed[r.Key], r.String())
-				return c
-			}
-		case p.custom[r.Key] != nil:
-			if c.custom == nil {
-				c.custom = map[string]*domain{}
-			}
-			d := c.custom[r.Key]
-			if d == nil {
-				d = p.custom[r.Key].Clone()
-				c.custom[r.Key] = d
-			}
-			if !narrow(d, r) {
-				c.reason = fmt.Sprintf("nodepool %q allows no value of %s satisfying %s", p.name, r.Key, r.String())
-				return c
-			}
-		case p.typeKeys[r.Key] || isTypeKeyCandidate(r.Key):
+		onType, reason := s.narrowByRequirement(c, p, r)
+		if reason != "" {
+			c.reason = reason
+			return c
+		}
+		if onType {
 			typeReqs = append(typeReqs, *r)
-		case r.Key == labelRegion && s.in.Region == "":
-			// Unknown region: assume it matches.
-		default:
-			// The pool's nodes will not carry this label.
-			if !r.Matches("", false) {
-				c.reason = fmt.Sprintf("label %s is not set by nodepool %q (requirement %s)", r.Key, p.name, r.String())
-				return c
+		}
+	}
+	s.compatTypes(c, p, typeReqs)
+	return c
+}
+
+// taintReason says why the pool's taints keep the signature off (PreferNoSchedule ones when it
+// avoids them), or "".
+func taintReason(sig *nodeSig, p *poolState) string {
+	for _, t := range p.taints {
+		if !tolerates(sig.tols, t.Key, t.Value, t.Effect) {
+			return fmt.Sprintf("nodepool %q has taint %s=%s:%s, which the pod does not tolerate", p.name, t.Key, t.Value, t.Effect)
+		}
+	}
+	if sig.avoid {
+		for _, t := range p.preferTaints {
+			if !tolerates(sig.tols, t.Key, t.Value, t.Effect) {
+				return fmt.Sprintf("nodepool %q has taint %s=%s:%s, which the pod does not tolerate (avoided while another choice remains)", p.name, t.Key, t.Value, t.Effect)
 			}
 		}
 	}
+	return ""
+}
+
+// narrowByRequirement applies one requirement to c: zone and capacity type masks, the pool's
+// fixed and custom labels, hostname and labels the pool's nodes do not carry. It returns
+// whether the requirement is on an instance type label (left to compatTypes), or why it cannot
+// hold.
+func (s *poolSet) narrowByRequirement(c *sigCompat, p *poolState, r *req) (bool, string) {
+	switch {
+	case r.Key == labelZone:
+		c.zoneMask &= s.zoneFilter(r)
+		if c.zoneMask == 0 {
+			return false, fmt.Sprintf("nodepool %q offers no zone satisfying %s", p.name, r.String())
+		}
+	case r.Key == labelCapacityType:
+		c.ctMask &= ctFilter(r)
+		if c.ctMask == 0 {
+			return false, fmt.Sprintf("nodepool %q offers no capacity type satisfying %s", p.name, r.String())
+		}
+	case r.Key == labelHostname:
+		// A new node's hostname is not known in advance: only "not this host" can hold.
+		if r.Operator != corev1.NodeSelectorOpNotIn {
+			return false, fmt.Sprintf("requirement %s can only be met by an existing node", r.String())
+		}
+	case hasKey(p.fixed, r.Key):
+		if !r.Matches(p.fixed[r.Key], true) {
+			return false, fmt.Sprintf("nodepool %q sets %s=%s, the pod requires %s", p.name, r.Key, p.fixed[r.Key], r.String())
+		}
+	case p.custom[r.Key] != nil:
+		if c.custom == nil {
+			c.custom = map[string]*domain{}
+		}
+		d := c.custom[r.Key]
+		if d == nil {
+			d = p.custom[r.Key].Clone()
+			c.custom[r.Key] = d
+		}
+		if !narrow(d, r) {
+			return false, fmt.Sprintf("nodepool %q allows no value of %s satisfying %s", p.name, r.Key, r.String())
+		}
+	case p.typeKeys[r.Key] || isTypeKeyCandidate(r.Key):
+		return true, ""
+	case r.Key == labelRegion && s.in.Region == "":
+		// Unknown region: assume it matches.
+	default:
+		// The pool's nodes will not carry this label.
+		if !r.Matches("", false) {
+			return false, fmt.Sprintf("label %s is not set by nodepool %q (requirement %s)", r.Key, p.name, r.String())
+		}
+	}
+	return false, ""
+}
+
+// compatTypes sets the pool's instance types that meet typeReqs and have an offering in c's
+// zones and capacity types, and narrows c's zones to theirs; c.ok when there is one.
+func (s *poolSet) compatTypes(c *sigCompat, p *poolState, typeReqs []req) {
 	c.types = newBitset(len(p.types))
 	n := 0
 	var zones uint32
@@ -184,16 +210,15 @@ func (s *solver) evalCompat(sig *nodeSig, p *poolState) *sigCompat {
 		} else {
 			c.reason = fmt.Sprintf("no instance type of nodepool %q is offered in an allowed zone and capacity type", p.name)
 		}
-		return c
+		return
 	}
 	c.zoneMask = zones
 	c.all = n == len(p.types)
 	c.ok = true
-	return c
 }
 
 // onBin evaluates the signature against an existing node or in-flight NodeClaim (cached).
-func (s *solver) sigOnBin(sig *nodeSig, b *bin) bool {
+func (s *binSet) sigOnBin(sig *nodeSig, b *bin) bool {
 	if int(b.id) >= len(sig.onBin) {
 		n := len(s.bins)
 		if s.existing > n {
@@ -219,7 +244,7 @@ func (s *solver) sigOnBin(sig *nodeSig, b *bin) bool {
 }
 
 // sigZones are the zones a pod with this signature could land in.
-func (s *solver) sigZones(sig *nodeSig) uint32 {
+func (s *binSet) sigZones(sig *nodeSig) uint32 {
 	if sig.zonesKnown {
 		return sig.zones
 	}
@@ -239,7 +264,7 @@ func (s *solver) sigZones(sig *nodeSig) uint32 {
 }
 
 // anyPool reports whether some pool can launch a node for the signature.
-func (s *solver) anyPool(sig *nodeSig) bool {
+func (s *poolSet) anyPool(sig *nodeSig) bool {
 	for _, p := range s.pools {
 		if s.compatWith(sig, p).ok {
 			return true

@@ -13,72 +13,60 @@ import (
 	"github.com/karpool/karpool/autoscaler/catalog"
 )
 
-// solver holds the state of one Solve call.
+// solver is one solve: the input, each pod's placement, and the parts that hold the rest of
+// the state, each a type with a small surface (the way Karpenter's scheduler splits into its
+// Scheduler, NodeClaims, ExistingNodes, Topology and Queue):
+//   - poolSet (pools.go, sigs.go, labels.go): pools with their instance types and offerings,
+//     zones, daemonsets, node signatures and their compatibility with each pool, label
+//     choices. It sees only the input and the host port table.
+//   - binSet (bins.go, bintree.go): the bins — existing nodes, in-flight NodeClaims, new
+//     NodeClaims — and the first-fit tree of their room. It sees the poolSet.
+//   - launcher (bins.go, place.go): the target type and zone of new NodeClaims within pool
+//     limits and minValues. It sees the binSet, the topology and the classes.
+//   - topology (topology.go): spread and pod (anti-)affinity counters per domain. It sees the
+//     launcher and the classes.
+//   - classSet (classes.go): pod equivalence classes and their relaxation variants. It sees
+//     the poolSet and the topology.
+//   - requestCache (resources.go): pod requests per resource specification; portRules
+//     (ports.go): host ports; volumeIndex (volumes.go): volume topology.
+//   - the steps, which embed the solver: placer (place.go) places classes in batches, packer
+//     (pack.go, split.go) packs free classes for cost, folder (fold.go) and repacker
+//     (repack.go) improve the plan. The solver itself runs the rounds and writes the Result
+//     (solve.go).
 type solver struct {
-	in      *Input
-	zones   []string
-	zoneIdx map[string]int
+	in *Input
 
-	pools     []*poolState
-	poolOrder []*poolState // weight desc, name
-	daemons   []*daemon
+	poolSet
+	binSet
+	launcher
+	classSet
+	topology
+	portRules
+	requestCache
+	placer
+	packer
+	folder
+	repacker
 
-	sigs    map[string]*nodeSig
-	sigList []*nodeSig
-
-	bins         []*bin
-	existing     int             // bins[:existing] are existing nodes and in-flight NodeClaims
-	existingPods [][]*corev1.Pod // pods bound to each existing bin
-	newBins      int
-
-	classes   []*class
-	classPods []*corev1.Pod // a representative pod per class
-	podClass  []*class
-
-	counters      []*counter
-	counterIdx    map[string]int32
-	labelSetMatch map[string][]int32
-
+	// podBin and podSeq are each pod's bin and placement sequence number (-1: not placed).
 	podBin []int32
 	podSeq []int32
 	seq    int32
+}
 
-	tree binTree // free room per bin, for first-fit
-
-	labelTemplates map[labelsKey]map[string]string
-
-	// typeKeys is the label keys of each instance type list, by where it is in memory: pools
-	// of one node class share their list, and a thousand pools would otherwise each walk it.
-	typeKeys map[typeList]map[string]bool
-	// typeScratch gathers a pool's instance types while it is built.
-	typeScratch []typeInfo
-
-	// vols indexes the input's volume claims, volumes and storage classes.
-	vols volumeIndex
-
-	// portTab interns the host ports pods and daemonsets use.
-	portTab portTable
-
-	// preferTaints: some pool or node has a PreferNoSchedule taint.
-	preferTaints bool
-
-	// split enables splitByRatio; splitUsed records that it placed pods, splitDoubt that it
-	// did so where the general packer may do better.
-	split, splitUsed, splitDoubt bool
-
-	// resCache holds PodRequests per resource specification (resourceKey), resBuf its scratch.
-	resCache map[string]podReq
-	resBuf   []byte
-
-	// claimBins are the bins of the result's NodeClaims, in order.
-	claimBins []*bin
-
-	fillBuf   []fillItem    // scratch for fill
-	oneChoice [1]*sigCompat // labelChoices' result when nothing is open
-	// scratch for computeDuals
-	lpCols  [][]float64
-	lpCosts []float64
-	lpFlat  []float64
+// newSolver wires a solver and its parts.
+func newSolver(in *Input, split bool) *solver {
+	s := &solver{in: in}
+	s.poolSet = newPoolSet(in, &s.portTab)
+	s.binSet = binSet{poolSet: &s.poolSet, reqs: &s.requestCache}
+	s.launcher = launcher{binSet: &s.binSet, topo: &s.topology, cls: &s.classSet}
+	s.classSet = classSet{poolSet: &s.poolSet, topo: &s.topology, reqs: &s.requestCache}
+	s.topology = topology{launcher: &s.launcher, cls: &s.classSet, counterIdx: map[string]int32{}, labelSetMatch: map[string][]int32{}}
+	s.placer = placer{s}
+	s.packer = packer{solver: s, split: split}
+	s.folder = folder{s}
+	s.repacker = repacker{s}
+	return s
 }
 
 // Solve computes a scheduling plan. It does no I/O and is deterministic.
@@ -109,13 +97,7 @@ func solveBest(in *Input) (*Result, *solver) {
 }
 
 func solve(in *Input, split bool) (*Result, *solver) {
-	s := &solver{
-		in:            in,
-		sigs:          map[string]*nodeSig{},
-		counterIdx:    map[string]int32{},
-		labelSetMatch: map[string][]int32{},
-		split:         split,
-	}
+	s := newSolver(in, split)
 	s.podBin = make([]int32, len(in.Pods))
 	s.podSeq = make([]int32, len(in.Pods))
 	for i := range s.podBin {
@@ -124,7 +106,7 @@ func solve(in *Input, split bool) (*Result, *solver) {
 	s.buildPools()
 	s.buildExisting()
 	s.buildClasses()
-	s.preparePorts()
+	s.preparePorts(s.classes, s.bins, s.pools)
 	s.prepareTopology()
 
 	// Constrained classes first: highest priority, then the targets of pod affinity, then the
@@ -225,7 +207,7 @@ func largerFirst(a, b *class) bool {
 
 // settleZones decides the zone of every new NodeClaim holding pods that are counted per zone
 // but were placed while the zone was open.
-func (s *solver) settleZones() {
+func (s *launcher) settleZones() {
 	for _, b := range s.bins[s.existing:] {
 		if b.dead || len(b.uncounted) == 0 || b.zone >= 0 {
 			continue
@@ -315,6 +297,39 @@ func (s *solver) result() *Result {
 func (s *solver) finalizeBin(b *bin, maxTypes int) NodeClaim {
 	p := s.pools[b.pool]
 	nc := NodeClaim{Pool: p.name, PodRequests: b.used}
+	opts := s.claimOptions(b, p, maxTypes)
+	names := s.claimInstanceTypes(&nc, b, p, opts)
+	nc.Taints = p.np.Spec.Template.Spec.Taints
+	nc.StartupTaints = p.np.Spec.Template.Spec.StartupTaints
+	keys := s.claimLabels(&nc, b, p, opts)
+	claimRequirements(&nc, b, p, opts, names, keys)
+	return nc
+}
+
+// claimOptions are the bin's instance type options, cheapest first, the target first among
+// equal prices.
+func (s *solver) claimOptions(b *bin, p *poolState, maxTypes int) []opt {
+	prices, order := p.sorted(s.zoneIdx, b.zoneMask, b.ctMask)
+	opts := fittingOptions(b, p, prices, order, maxTypes)
+	if len(b.sides) > 0 || b.launchWide() {
+		opts = s.keepCounted(b, p, opts, prices)
+	}
+	sort.SliceStable(opts, func(i, j int) bool {
+		if opts[i].price != opts[j].price {
+			return opts[i].price < opts[j].price
+		}
+		if (opts[i].t == int(b.target)) != (opts[j].t == int(b.target)) {
+			return opts[i].t == int(b.target)
+		}
+		return p.types[opts[i].t].it.Name < p.types[opts[j].t].it.Name
+	})
+	return opts
+}
+
+// fittingOptions are the types of the bin that fit its pods and are offered, the target first,
+// then by price (order), at most maxTypes; in a pool with limits only those within the limits
+// the others leave.
+func fittingOptions(b *bin, p *poolState, prices []float64, order []int, maxTypes int) []opt {
 	limited := false
 	var allowed catalog.Resources
 	for r := range p.limited {
@@ -323,7 +338,6 @@ func (s *solver) finalizeBin(b *bin, maxTypes int) NodeClaim {
 			allowed[r] = p.limits[r] - (p.usage[r] - p.types[b.target].it.Capacity[r])
 		}
 	}
-	prices, order := p.sorted(s, b.zoneMask, b.ctMask)
 	var opts []opt
 	// The target (the cheapest type that fits, see shrink) leads among equal prices.
 	if t := int(b.target); b.types.has(t) && fits(&b.used, &p.types[t].usable) && !math.IsInf(prices[t], 1) {
@@ -353,43 +367,38 @@ func (s *solver) finalizeBin(b *bin, maxTypes int) NodeClaim {
 		}
 		opts = append(opts, opt{i, prices[i]})
 	}
-	if len(b.sides) > 0 || b.launchWide() {
-		// The cheapest option must stay on the side its pods were counted on (bin.sides) and
-		// in the zone they were counted in (launchOK). Placements keep enough options at or
-		// above that price for minValues (minValuesOK), so the check below is a last resort
-		// that prefers minValues.
-		kept := make([]opt, 0, len(opts))
-		for _, o := range opts {
-			if o.price >= prices[b.target] || b.sideOK(o.t) && s.launchOK(b, o.t, b.zoneMask, b.ctMask) {
-				kept = append(kept, o)
-			}
-		}
-		ok := true
-		for _, mv := range p.minValues {
-			if s.distinct(p, kept, mv.key) < mv.min {
-				ok = false
-			}
-		}
-		if ok {
-			opts = kept
+	return opts
+}
+
+// keepCounted drops the options cheaper than the target that leave the side the pods were
+// counted on (bin.sides) or the zone they were counted in (launchOK), unless that breaks
+// minValues. Placements keep enough options at or above the target's price for minValues
+// (minValuesOK), so this is a last resort that prefers minValues.
+func (s *solver) keepCounted(b *bin, p *poolState, opts []opt, prices []float64) []opt {
+	kept := make([]opt, 0, len(opts))
+	for _, o := range opts {
+		if o.price >= prices[b.target] || b.sideOK(o.t) && s.launchOK(b, o.t, b.zoneMask, b.ctMask) {
+			kept = append(kept, o)
 		}
 	}
-	sort.SliceStable(opts, func(i, j int) bool {
-		if opts[i].price != opts[j].price {
-			return opts[i].price < opts[j].price
+	for _, mv := range p.minValues {
+		if s.distinct(p, kept, mv.key) < mv.min {
+			return opts
 		}
-		if (opts[i].t == int(b.target)) != (opts[j].t == int(b.target)) {
-			return opts[i].t == int(b.target)
-		}
-		return p.types[opts[i].t].it.Name < p.types[opts[j].t].it.Name
-	})
+	}
+	return kept
+}
+
+// claimInstanceTypes fills the NodeClaim's instance types with their offerings, zones and
+// capacity types; it returns the types' names.
+func (s *solver) claimInstanceTypes(nc *NodeClaim, b *bin, p *poolState, opts []opt) []string {
 	var zones uint32
 	var cts uint8
 	names := make([]string, 0, len(opts))
 	nc.InstanceTypes = make([]InstanceTypeOption, 0, len(opts))
 	for _, o := range opts {
 		t := &p.types[o.t]
-		offs, z, ct := p.offerings(s, o.t, b.zoneMask, b.ctMask)
+		offs, z, ct := p.offerings(s.zoneIdx, o.t, b.zoneMask, b.ctMask)
 		zones |= z
 		cts |= ct
 		nc.InstanceTypes = append(nc.InstanceTypes, InstanceTypeOption{Type: t.it, PricePerHour: o.price, Offerings: offs})
@@ -404,44 +413,17 @@ func (s *solver) finalizeBin(b *bin, maxTypes int) NodeClaim {
 		}
 	}
 	sort.Strings(nc.CapacityTypes)
-	nc.Taints = p.np.Spec.Template.Spec.Taints
-	nc.StartupTaints = p.np.Spec.Template.Spec.StartupTaints
+	return names
+}
 
-	// Labels of the node as the cheapest option: the pool's fixed labels, the type's, zone and
-	// capacity type (a template per pool, type and offering, copied), then pool-defined labels.
+// claimLabels sets the labels of the node as the cheapest option: the pool's fixed labels, the
+// type's, zone and capacity type (a template per pool, type and offering, copied), then
+// pool-defined labels the bin decided. It returns those pool-defined keys, sorted.
+func (s *solver) claimLabels(nc *NodeClaim, b *bin, p *poolState, opts []opt) []string {
 	if len(opts) > 0 {
 		t := &p.types[opts[0].t]
 		nc.DaemonSetRequests = t.ds
-		of := nc.InstanceTypes[0].Offerings[0]
-		zone := of.Zone
-		if b.zone >= 0 {
-			zone = s.zones[b.zone]
-			// A NodeClaim listing more zones than the one it launches in (launchZone): its
-			// cheapest offering there.
-			for _, o := range nc.InstanceTypes[0].Offerings {
-				if o.Zone == zone && o.PricePerHour == nc.InstanceTypes[0].PricePerHour {
-					of = o
-					break
-				}
-			}
-		}
-		key := labelsKey{pool: p.idx, t: opts[0].t, zone: zone, ct: of.CapacityType}
-		tmpl, ok := s.labelTemplates[key]
-		if !ok {
-			tmpl = make(map[string]string, len(p.fixed)+len(t.it.Labels)+2)
-			for k, v := range p.fixed {
-				tmpl[k] = v
-			}
-			for k, v := range t.it.Labels {
-				tmpl[k] = v
-			}
-			tmpl[labelZone] = zone
-			tmpl[labelCapacityType] = of.CapacityType
-			if s.labelTemplates == nil {
-				s.labelTemplates = map[labelsKey]map[string]string{}
-			}
-			s.labelTemplates[key] = tmpl
-		}
+		tmpl := s.labelTemplate(nc, b, p, opts[0].t)
 		nc.Labels = make(map[string]string, len(tmpl)+len(b.custom)+1)
 		for k, v := range tmpl {
 			nc.Labels[k] = v
@@ -462,8 +444,50 @@ func (s *solver) finalizeBin(b *bin, maxTypes int) NodeClaim {
 			nc.Labels[k] = vals[0]
 		}
 	}
+	return keys
+}
 
-	// Requirements.
+// labelTemplate is the labels of type t of the pool in the zone and capacity type of the
+// NodeClaim's cheapest offering (shared: copy before changing).
+func (s *solver) labelTemplate(nc *NodeClaim, b *bin, p *poolState, ti int) map[string]string {
+	t := &p.types[ti]
+	of := nc.InstanceTypes[0].Offerings[0]
+	zone := of.Zone
+	if b.zone >= 0 {
+		zone = s.zones[b.zone]
+		// A NodeClaim listing more zones than the one it launches in (launchZone): its
+		// cheapest offering there.
+		for _, o := range nc.InstanceTypes[0].Offerings {
+			if o.Zone == zone && o.PricePerHour == nc.InstanceTypes[0].PricePerHour {
+				of = o
+				break
+			}
+		}
+	}
+	key := labelsKey{pool: p.idx, t: ti, zone: zone, ct: of.CapacityType}
+	tmpl, ok := s.labelTemplates[key]
+	if !ok {
+		tmpl = make(map[string]string, len(p.fixed)+len(t.it.Labels)+2)
+		for k, v := range p.fixed {
+			tmpl[k] = v
+		}
+		for k, v := range t.it.Labels {
+			tmpl[k] = v
+		}
+		tmpl[labelZone] = zone
+		tmpl[labelCapacityType] = of.CapacityType
+		if s.labelTemplates == nil {
+			s.labelTemplates = map[labelsKey]map[string]string{}
+		}
+		s.labelTemplates[key] = tmpl
+	}
+	return tmpl
+}
+
+// claimRequirements sets the NodeClaim's requirements: pool, instance types, zones, capacity
+// types, the pool-defined labels the bin decided (keys), and the values of each minValues key
+// among the options.
+func claimRequirements(nc *NodeClaim, b *bin, p *poolState, opts []opt, names, keys []string) {
 	minOf := func(key string) *int {
 		for _, mv := range p.minValues {
 			if mv.key == key {
@@ -500,7 +524,6 @@ func (s *solver) finalizeBin(b *bin, maxTypes int) NodeClaim {
 		sort.Strings(vals)
 		add(mv.key, corev1.NodeSelectorOpIn, vals)
 	}
-	return nc
 }
 
 type labelsKey struct {
@@ -532,7 +555,7 @@ func (b *bin) customKeys() map[string]string {
 }
 
 // binPrice is the price of the cheapest instance type the bin's pods fit in (and its index).
-func (s *solver) binPrice(b *bin) (float64, int) {
+func (s *poolSet) binPrice(b *bin) (float64, int) {
 	p := s.pools[b.pool]
 	best, bi := math.Inf(1), -1
 	b.types.each(func(i int) bool {

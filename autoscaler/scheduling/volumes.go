@@ -18,26 +18,28 @@ type volumeIndex struct {
 	classes map[string]*storagev1.StorageClass
 }
 
-func (s *solver) buildVolumeIndex() {
-	ix := &s.vols
-	ix.claims = make(map[string]*corev1.PersistentVolumeClaim, len(s.in.PersistentVolumeClaims))
-	for _, c := range s.in.PersistentVolumeClaims {
+// newVolumeIndex indexes the input's claims, volumes and storage classes.
+func newVolumeIndex(in *Input) volumeIndex {
+	var ix volumeIndex
+	ix.claims = make(map[string]*corev1.PersistentVolumeClaim, len(in.PersistentVolumeClaims))
+	for _, c := range in.PersistentVolumeClaims {
 		if c != nil {
 			ix.claims[c.Namespace+"/"+c.Name] = c
 		}
 	}
-	ix.volumes = make(map[string]*corev1.PersistentVolume, len(s.in.PersistentVolumes))
-	for _, v := range s.in.PersistentVolumes {
+	ix.volumes = make(map[string]*corev1.PersistentVolume, len(in.PersistentVolumes))
+	for _, v := range in.PersistentVolumes {
 		if v != nil {
 			ix.volumes[v.Name] = v
 		}
 	}
-	ix.classes = make(map[string]*storagev1.StorageClass, len(s.in.StorageClasses))
-	for _, c := range s.in.StorageClasses {
+	ix.classes = make(map[string]*storagev1.StorageClass, len(in.StorageClasses))
+	for _, c := range in.StorageClasses {
 		if c != nil {
 			ix.classes[c.Name] = c
 		}
 	}
+	return ix
 }
 
 // volumeTerms returns the node requirements a pod's volumes add, as alternatives (OR; nil when
@@ -45,7 +47,7 @@ func (s *solver) buildVolumeIndex() {
 // terms, an unbound claim its storage class's allowed topologies. A pod with several such
 // volumes must meet one term of each. A claim, volume or class that does not exist keeps the
 // pod from being scheduled: the reason says which.
-func (s *solver) volumeTerms(pod *corev1.Pod) ([][]req, string) {
+func (ix *volumeIndex) volumeTerms(pod *corev1.Pod) ([][]req, string) {
 	alts := [][]req{nil}
 	constrained := false
 	for i := range pod.Spec.Volumes {
@@ -59,7 +61,7 @@ func (s *solver) volumeTerms(pod *corev1.Pod) ([][]req, string) {
 		default:
 			continue
 		}
-		terms, why := s.claimTerms(pod.Namespace, claim)
+		terms, why := ix.claimTerms(pod.Namespace, claim)
 		if why != "" {
 			return nil, why
 		}
@@ -84,13 +86,13 @@ func (s *solver) volumeTerms(pod *corev1.Pod) ([][]req, string) {
 }
 
 // claimTerms are the node requirement terms of one claim (OR).
-func (s *solver) claimTerms(ns, name string) ([][]req, string) {
-	pvc := s.vols.claims[ns+"/"+name]
+func (ix *volumeIndex) claimTerms(ns, name string) ([][]req, string) {
+	pvc := ix.claims[ns+"/"+name]
 	if pvc == nil {
 		return nil, fmt.Sprintf("persistent volume claim %s/%s does not exist", ns, name)
 	}
 	if pvc.Spec.VolumeName != "" {
-		pv := s.vols.volumes[pvc.Spec.VolumeName]
+		pv := ix.volumes[pvc.Spec.VolumeName]
 		if pv == nil {
 			return nil, fmt.Sprintf("persistent volume %s (bound to claim %s/%s) does not exist", pvc.Spec.VolumeName, ns, name)
 		}
@@ -103,7 +105,7 @@ func (s *solver) claimTerms(ns, name string) ([][]req, string) {
 	if sc == "" {
 		return nil, ""
 	}
-	class := s.vols.classes[sc]
+	class := ix.classes[sc]
 	if class == nil {
 		return nil, fmt.Sprintf("storage class %q of claim %s/%s does not exist", sc, ns, name)
 	}
