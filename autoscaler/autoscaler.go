@@ -110,7 +110,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}))); err != nil {
 		return err
 	}
-	return nodepool.NewStatus(mgr.GetClient(), m.Cloud(opts.Provider, metrics.ControllerPoolStatus), m).SetupWithManager(mgr)
+	if opts.Gates.StaticCapacity {
+		if err := provisioning.NewStatic(mgr.GetClient(), recorder).SetupWithManager(mgr); err != nil {
+			return err
+		}
+	}
+	status := nodepool.NewStatus(mgr.GetClient(), m.Cloud(opts.Provider, metrics.ControllerPoolStatus), m)
+	status.StaticCapacity = opts.Gates.StaticCapacity
+	return status.SetupWithManager(mgr)
 }
 
 // watchMetrics serves the gauges computed at scrape time from the manager's cache (on the

@@ -25,13 +25,24 @@ var instanceProfilePattern = regexp.MustCompile(awsv1.InstanceProfilePattern)
 func goRules(d *manifests.Document, obj any, reported map[string]bool) Findings {
 	switch d.APIVersion + "|" + d.Kind {
 	case "karpenter.sh/v1|NodePool":
-		return append(budgetSchedules(d, obj, reported), unimplementedFields(d, obj, reported)...)
+		return slices.Concat(budgetSchedules(d, obj, reported), unimplementedFields(d, obj, reported), staticPool(d, obj, reported))
 	case "karpool.dev/v1alpha1|PoolSync":
 		return semverRange(d, obj, reported)
 	case "karpenter.k8s.aws/v1|EC2NodeClass":
 		return append(instanceProfileName(d, obj, reported), unimplementedFields(d, obj, reported)...)
 	}
 	return nil
+}
+
+// staticPool reminds that a static NodePool (spec.replicas) gets its nodes only with the
+// controller's StaticCapacity feature gate, which is off by default, as in Karpenter.
+func staticPool(d *manifests.Document, obj any, reported map[string]bool) Findings {
+	path := []string{"spec", "replicas"}
+	if els := elementsAt(obj, path, nil); len(els) == 0 || els[0].value == nil || reported[FieldPath(path)] {
+		return nil
+	}
+	return Findings{At(d, path, Warning, "static-capacity", "a static NodePool gets its nodes only when the controller runs with the StaticCapacity feature gate, off by default as in Karpenter",
+		"run the controller with --feature-gates StaticCapacity=true (FEATURE_GATES), as for Karpenter")}
 }
 
 // unimplementedFields refuses the fields Karpenter acts on and karpool does not (package

@@ -108,17 +108,20 @@ func TestPoolSyncSemverRange(t *testing.T) {
 	}
 }
 
-// staticPool is a valid NodePool with spec.replicas on line 6 and %s as its metadata's extra.
-const staticPool = `apiVersion: karpenter.sh/v1
+// balancedPool is a valid NodePool with consolidationPolicy Balanced on line 11 and %s as
+// its metadata's extra.
+const balancedPool = `apiVersion: karpenter.sh/v1
 kind: NodePool
 metadata:
-  name: static%s
+  name: balanced%s
 spec:
-  replicas: 3
   template:
     spec:
       nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
       requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}]
+  disruption:
+    consolidationPolicy: Balanced
+    consolidateAfter: 5m
 `
 
 // TestUnimplementedFieldsRefused: a field karpool does not act on is an error at its line that
@@ -133,7 +136,7 @@ func TestUnimplementedFieldsRefused(t *testing.T) {
 		{"\n  annotations: {karpool.dev/unimplemented-fields: ignore}", schema.Warning},
 		{"\n  annotations: {karpool.dev/unimplemented-fields: \"yes\"}", schema.Error},
 	} {
-		fs, err := schema.ValidateDocuments("pool.yaml", fmt.Appendf(nil, staticPool, c.extra))
+		fs, err := schema.ValidateDocuments("pool.yaml", fmt.Appendf(nil, balancedPool, c.extra))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,10 +144,10 @@ func TestUnimplementedFieldsRefused(t *testing.T) {
 			t.Fatalf("%q: %d findings %v, want one", c.extra, len(fs), fs)
 		}
 		f := fs[0]
-		line := 6 + strings.Count(c.extra, "\n")
-		if f.Severity != c.sev || f.Rule != "unimplemented" || f.Path != "spec.replicas" || f.Line != line ||
-			!strings.Contains(f.Message, "Karpenter keeps exactly this many nodes") || !strings.Contains(f.Hint, "karpool.dev/unimplemented-fields") {
-			t.Errorf("%q: %s (hint %q), want a %s at pool.yaml:%d naming spec.replicas, what Karpenter does and the annotation", c.extra, f, f.Hint, c.sev, line)
+		line := 11 + strings.Count(c.extra, "\n")
+		if f.Severity != c.sev || f.Rule != "unimplemented" || f.Path != "spec.disruption.consolidationPolicy" || f.Line != line ||
+			!strings.Contains(f.Message, "the value Balanced is not implemented") || !strings.Contains(f.Hint, "karpool.dev/unimplemented-fields") {
+			t.Errorf("%q: %s (hint %q), want a %s at pool.yaml:%d naming Balanced, what Karpenter does and the annotation", c.extra, f, f.Hint, c.sev, line)
 		}
 	}
 }

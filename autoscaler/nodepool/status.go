@@ -34,6 +34,9 @@ type Status struct {
 	client   client.Client
 	provider cloud.CloudProvider
 	metrics  *metrics.Metrics
+	// StaticCapacity says whether the StaticCapacity feature gate is on: without it, a static
+	// pool's FieldsHonored condition says its replicas are not kept.
+	StaticCapacity bool
 }
 
 // NewStatus returns the NodePool status reconciler. provider prices the pool's instances for
@@ -83,7 +86,7 @@ func (s *Status) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 	meta.SetStatusCondition(&np.Status.Conditions, metav1.Condition{Type: karpv1.ConditionTypeValidationSucceeded,
 		Status: metav1.ConditionTrue, Reason: "ValidationSucceeded", ObservedGeneration: gen})
 	meta.SetStatusCondition(&np.Status.Conditions, rollout(claims.Items, gen))
-	meta.SetStatusCondition(&np.Status.Conditions, unimplemented.Condition("NodePool", np, gen))
+	meta.SetStatusCondition(&np.Status.Conditions, honored(np, gen, s.StaticCapacity))
 	ready := metav1.Condition{Type: karpv1.ConditionTypeReady, Status: metav1.ConditionTrue, Reason: "Ready", ObservedGeneration: gen}
 	if notReady != "" {
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, "NodeClassNotReady", notReady
@@ -96,6 +99,23 @@ func (s *Status) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 	}
 	s.export(ctx, np, class, claims.Items)
 	return reconcile.Result{}, nil
+}
+
+// honored is the FieldsHonored condition: the fields karpool does not implement, and a static
+// pool's replicas while the StaticCapacity gate is off (Karpenter's default, where such a pool
+// gets no nodes either).
+func honored(np *karpv1.NodePool, gen int64, staticCapacity bool) metav1.Condition {
+	c := unimplemented.Condition("NodePool", np, gen)
+	if np.Spec.Replicas == nil || staticCapacity {
+		return c
+	}
+	msg := "spec.replicas is kept only with the StaticCapacity feature gate, which is off (Karpenter's default): the pool gets no nodes"
+	if c.Status == metav1.ConditionFalse {
+		c.Message += "; " + msg
+	} else {
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, "FeatureGateOff", msg
+	}
+	return c
 }
 
 // stamp puts the template's hash on the NodePool, as Karpenter does (NodeClaims get it at

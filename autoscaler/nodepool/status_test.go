@@ -1,6 +1,7 @@
 package nodepool
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -38,5 +39,28 @@ func TestRolloutCountsNodes(t *testing.T) {
 		if got.Status != tc.status || got.Message != tc.msg || got.ObservedGeneration != 3 {
 			t.Errorf("%s %q (generation %d), want %s %q", got.Status, got.Message, got.ObservedGeneration, tc.status, tc.msg)
 		}
+	}
+}
+
+// A static pool's FieldsHonored condition says its replicas are not kept while the
+// StaticCapacity gate is off, and is True with the gate on; a dynamic pool is True either way.
+func TestHonoredStaticPool(t *testing.T) {
+	np := &karpv1.NodePool{}
+	for _, on := range []bool{false, true} {
+		if c := honored(np, 1, on); c.Status != metav1.ConditionTrue {
+			t.Errorf("dynamic pool, gate %t: %+v", on, c)
+		}
+	}
+	three := int64(3)
+	np.Spec.Replicas = &three
+	if c := honored(np, 2, false); c.Status != metav1.ConditionFalse || c.Reason != "FeatureGateOff" || c.ObservedGeneration != 2 {
+		t.Errorf("static pool, gate off: %+v, want False FeatureGateOff", c)
+	}
+	if c := honored(np, 2, true); c.Status != metav1.ConditionTrue {
+		t.Errorf("static pool, gate on: %+v, want True", c)
+	}
+	np.Spec.Disruption.ConsolidationPolicy = "Balanced"
+	if c := honored(np, 2, false); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "Balanced") || !strings.Contains(c.Message, "StaticCapacity") {
+		t.Errorf("static Balanced pool, gate off: %+v, want both said", c)
 	}
 }

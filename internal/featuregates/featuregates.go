@@ -18,12 +18,14 @@ type Gates struct {
 	// SpotToSpotConsolidation lets consolidation replace spot nodes by cheaper spot nodes
 	// (single nodes only with at least 15 cheaper instance types, as in Karpenter).
 	SpotToSpotConsolidation bool
+	// StaticCapacity keeps static NodePools (spec.replicas) at their replica count.
+	StaticCapacity bool
 }
 
 // karpenterOnly are Karpenter's other gates (unimplemented.Gates), with their defaults there:
 // accepted off so its settings parse.
 var karpenterOnly = map[string]bool{
-	"NodeRepair": false, "ReservedCapacity": true, "NodeOverlay": false, "StaticCapacity": false, "CapacityBuffer": false,
+	"NodeRepair": false, "ReservedCapacity": true, "NodeOverlay": false, "CapacityBuffer": false,
 }
 
 // Parse reads a comma-separated list of Name=bool. Unknown names are an error (a misspelt gate
@@ -64,8 +66,10 @@ func Parse(s string) (Gates, []string, error) {
 		switch name {
 		case "SpotToSpotConsolidation":
 			g.SpotToSpotConsolidation = on
+		case "StaticCapacity":
+			g.StaticCapacity = on
 		default:
-			known := append(slices.Sorted(maps.Keys(karpenterOnly)), "SpotToSpotConsolidation")
+			known := append(slices.Sorted(maps.Keys(karpenterOnly)), "SpotToSpotConsolidation", "StaticCapacity")
 			slices.Sort(known)
 			return Gates{}, nil, fmt.Errorf("unknown feature gate %q (known: %s)", name, strings.Join(known, ", "))
 		}

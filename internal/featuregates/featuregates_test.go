@@ -1,6 +1,7 @@
 package featuregates
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -9,6 +10,7 @@ func TestParse(t *testing.T) {
 	for _, tc := range []struct {
 		in      string
 		spot    bool
+		static  bool
 		notes   int
 		wantErr string
 	}{
@@ -20,7 +22,8 @@ func TestParse(t *testing.T) {
 		{in: " NodeRepair=false , SpotToSpotConsolidation=1,ReservedCapacity=false", spot: true},
 		// Asking for what karpool does not do is refused, naming what Karpenter would do.
 		{in: "NodeRepair=true", wantErr: "feature gate NodeRepair is not implemented by karpool (Karpenter replaces nodes"},
-		{in: "SpotToSpotConsolidation=true, StaticCapacity=true", wantErr: "StaticCapacity is not implemented"},
+		{in: "SpotToSpotConsolidation=true, CapacityBuffer=true", wantErr: "CapacityBuffer is not implemented"},
+		{in: "StaticCapacity=true", static: true},
 		{in: "SpotToSpotConsolidaton=true", wantErr: `unknown feature gate "SpotToSpotConsolidaton"`},
 		{in: "SpotToSpotConsolidation", wantErr: "want Name=true or Name=false"},
 		{in: "SpotToSpotConsolidation=yes", wantErr: `"yes" is not true or false`},
@@ -33,8 +36,8 @@ func TestParse(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || g.SpotToSpotConsolidation != tc.spot || len(notes) != tc.notes {
-			t.Errorf("Parse(%q) = %+v, notes %q, %v; want spot-to-spot %t and %d notes", tc.in, g, notes, err, tc.spot, tc.notes)
+		if err != nil || g.SpotToSpotConsolidation != tc.spot || g.StaticCapacity != tc.static || len(notes) != tc.notes {
+			t.Errorf("Parse(%q) = %+v, notes %q, %v; want spot-to-spot %t, static capacity %t and %d notes", tc.in, g, notes, err, tc.spot, tc.static, tc.notes)
 		}
 	}
 }
@@ -53,7 +56,7 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		again, _, err := Parse("SpotToSpotConsolidation=" + map[bool]string{true: "true", false: "false"}[g.SpotToSpotConsolidation])
+		again, _, err := Parse(fmt.Sprintf("SpotToSpotConsolidation=%t,StaticCapacity=%t", g.SpotToSpotConsolidation, g.StaticCapacity))
 		if err != nil || again != g {
 			t.Fatalf("Parse(%q) = %+v; written back it parses to %+v, %v", s, g, again, err)
 		}

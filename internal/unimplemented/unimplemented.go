@@ -41,7 +41,6 @@ func (g Gap) Explain() string {
 
 // Gaps are the fields, in the order of the kinds' specs.
 var Gaps = []Gap{
-	{"NodePool", []string{"spec", "replicas"}, "", "keeps exactly this many nodes in a static pool (StaticCapacity); karpool keeps the pool out of provisioning and consolidation but neither creates nor removes its nodes"},
 	{"NodePool", []string{"spec", "disruption", "consolidationPolicy"}, "Balanced", "consolidates underused nodes when the saving outweighs the disruption; karpool would treat the pool as WhenEmpty"},
 	{"EC2NodeClass", []string{"spec", "capacityReservationSelectorTerms"}, "", "launches into the matched On-Demand Capacity Reservations and capacity blocks first (ReservedCapacity, on by default)"},
 	{"EC2NodeClass", []string{"spec", "networkInterfaces"}, "", "launches with these network interfaces (EFA and multi-card instances)"},
@@ -114,7 +113,6 @@ func Message(gaps []Gap) string {
 var Gates = map[string]string{
 	"NodeRepair":       "replaces nodes whose conditions stay unhealthy, within a 20 % safety limit",
 	"NodeOverlay":      "applies NodeOverlay price and capacity adjustments to instance types",
-	"StaticCapacity":   "keeps spec.replicas nodes in static NodePools",
 	"CapacityBuffer":   "keeps spare capacity ready for pods not yet created",
 	"ReservedCapacity": "launches into capacity reservations first",
 }
