@@ -30,9 +30,7 @@ func startProcess(dir, name, binary string, args ...string) (*process, error) {
 	cmd.Dir = dir
 	cmd.Stdout = log
 	cmd.Stderr = log
-	// Its own process group keeps a terminal's Ctrl-C from reaching the component before we stop
-	// it in order; Pdeathsig kills it if this process dies without running Stop.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = componentAttr()
 	if err := cmd.Start(); err != nil {
 		log.Close()
 		return nil, fmt.Errorf("starting %s (%s): %w", name, binary, err)
