@@ -131,11 +131,11 @@ func counted(c *state.Cluster, visit func(p *poolNodes, nc *karpv1.NodeClaim, no
 func (t *Tracker) budgets(c *state.Cluster, reason karpv1.DisruptionReason, now time.Time) (allowed, left map[string]int) {
 	allowed, left = map[string]int{}, map[string]int{}
 	for name, p := range counted(c, nil) {
-		n, err := p.pool.AllowedDisruptions(reason, p.count, now)
+		// An unreadable budget allows nothing (AllowedDisruptions is 0 with its error), which
+		// Decide reports; here it only leaves no room.
+		n, _ := p.pool.AllowedDisruptions(reason, p.count, now)
 		allowed[name] = n
-		if err == nil {
-			left[name] = max(n-p.disrupting, 0)
-		}
+		left[name] = max(n-p.disrupting, 0)
 	}
 	return allowed, left
 }
