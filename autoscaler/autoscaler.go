@@ -111,7 +111,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	if opts.Gates.StaticCapacity {
-		if err := provisioning.NewStatic(mgr.GetClient(), recorder).SetupWithManager(mgr); err != nil {
+		if err := provisioning.NewStatic(mgr.GetClient(), mgr.GetAPIReader(), recorder).SetupWithManager(mgr); err != nil {
 			return err
 		}
 	}

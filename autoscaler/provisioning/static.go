@@ -29,13 +29,18 @@ import (
 // then empty nodes, then the nodes with the fewest pods. Pending pods never size a static pool
 // (the dynamic provisioner leaves it out) and consolidation leaves its nodes alone.
 type Static struct {
-	client   client.Client
+	client client.Client
+	// reader lists a pool's NodeClaims from the API server, not the cache: right after a
+	// create the cache may not show the new NodeClaims yet, and counting from it would create
+	// them again.
+	reader   client.Reader
 	recorder record.EventRecorder
 }
 
-// NewStatic returns the static-capacity controller.
-func NewStatic(c client.Client, recorder record.EventRecorder) *Static {
-	return &Static{client: c, recorder: recorder}
+// NewStatic returns the static-capacity controller; reader reads NodeClaims uncached (the
+// manager's APIReader).
+func NewStatic(c client.Client, reader client.Reader, recorder record.EventRecorder) *Static {
+	return &Static{client: c, reader: reader, recorder: recorder}
 }
 
 // staticRecheck is how often a static pool is counted again without an event, as in Karpenter.
@@ -54,7 +59,7 @@ func (s *Static) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 		return reconcile.Result{RequeueAfter: staticRecheck}, nil // its node class is not ready yet
 	}
 	var claims karpv1.NodeClaimList
-	if err := s.client.List(ctx, &claims, client.MatchingLabels{karpv1.LabelNodePool: np.Name}); err != nil {
+	if err := s.reader.List(ctx, &claims, client.MatchingLabels{karpv1.LabelNodePool: np.Name}); err != nil {
 		return reconcile.Result{}, err
 	}
 	running := slices.DeleteFunc(slices.Clone(claims.Items), func(nc karpv1.NodeClaim) bool { return nc.DeletionTimestamp != nil })

@@ -41,7 +41,7 @@ func claimOf(name string, opts ...b.ClaimOption) *karpv1.NodeClaim {
 func reconcileStatic(t *testing.T, objs ...client.Object) ([]karpv1.NodeClaim, client.Client) {
 	t.Helper()
 	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(objs...).WithStatusSubresource(&karpv1.NodePool{}).Build()
-	if _, err := NewStatic(c, record.NewFakeRecorder(10)).Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Name: "static"}}); err != nil {
+	if _, err := NewStatic(c, c, record.NewFakeRecorder(10)).Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Name: "static"}}); err != nil {
 		t.Fatal(err)
 	}
 	var claims karpv1.NodeClaimList
