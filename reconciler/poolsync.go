@@ -38,6 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/karpool/karpool/api/karpool/v1alpha1"
+	"github.com/karpool/karpool/autoscaler/simulate"
 	"github.com/karpool/karpool/internal/redact"
 	"github.com/karpool/karpool/manifests/validate"
 	"github.com/karpool/karpool/reconciler/source"
@@ -115,6 +116,9 @@ type Options struct {
 	// Prices prices a node by its labels (instance type, zone, capacity type) in the status
 	// report; default the embedded catalog of Region.
 	Prices func(labels map[string]string) (float64, bool)
+	// Reserved lists the capacity reservations the cluster's EC2NodeClasses resolve to now,
+	// for the plans of pull requests; nil plans without reservations.
+	Reserved func(ctx context.Context) (simulate.Reserved, error)
 }
 
 // Reconciler reconciles PoolSyncs.

@@ -90,9 +90,15 @@ func (r *Reconciler) reviewOne(ctx context.Context, obj *v1alpha1.PoolSync, f fo
 	if err != nil {
 		return err
 	}
+	var reserved simulate.Reserved
+	if r.opts.Reserved != nil {
+		if reserved, err = r.opts.Reserved(ctx); err != nil {
+			return fmt.Errorf("reading the cluster's capacity reservations: %w", err)
+		}
+	}
 	plan, err := review.Make(ctx, review.Input{
 		Base: review.Tree{Revision: base.Revision, Files: base.Files}, Head: review.Tree{Revision: head.Revision, Files: head.Files},
-		Path: obj.Spec.Path, Workload: w, WorkloadSource: "the cluster's workload", Region: r.opts.Region,
+		Path: obj.Spec.Path, Workload: w, WorkloadSource: "the cluster's workload", Region: r.opts.Region, Reserved: reserved,
 	})
 	if err != nil {
 		return err

@@ -221,7 +221,7 @@ func SortOfferings(o []Offering) {
 		if c := cmp.Compare(a.Zone, b.Zone); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.CapacityType, b.CapacityType)
+		return cmp.Or(cmp.Compare(a.CapacityType, b.CapacityType), cmp.Compare(a.ReservationID, b.ReservationID))
 	})
 }
 

@@ -289,3 +289,26 @@ func TestUnknownRegion(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+// A reserved node is priced from its reservation's offering when the view lists it, else from
+// its zone's on-demand offering as Karpenter prices reserved capacity (the status report and
+// `karpool nodes` see no reservations).
+func TestOfferingOfReservedNode(t *testing.T) {
+	its := []InstanceType{{Name: "m5.xlarge", Offerings: []Offering{
+		{Zone: "a", CapacityType: CapacityTypeOnDemand, PricePerHour: 0.2, VolumesPerHour: 0.008},
+		{Zone: "a", CapacityType: CapacityTypeReserved, PricePerHour: 0.01, ReservationID: "cr-listed"},
+	}}}
+	labels := map[string]string{LabelInstanceType: "m5.xlarge", LabelZone: "a", LabelCapacityType: "reserved", LabelCapacityReservationID: "cr-listed"}
+	if o, ok := OfferingOf(its, labels); !ok || o.PricePerHour != 0.01 {
+		t.Errorf("listed reservation: %+v, %v", o, ok)
+	}
+	labels[LabelCapacityReservationID] = "cr-other"
+	o, ok := OfferingOf(its, labels)
+	if want := (0.2-0.008)/ReservedPriceDivisor + 0.008; !ok || o.PricePerHour != want || o.ReservationID != "cr-other" {
+		t.Errorf("unlisted reservation: %+v, %v; want price %g", o, ok, want)
+	}
+	labels[LabelCapacityType] = "spot"
+	if _, ok := OfferingOf(its, labels); ok {
+		t.Error("a spot node found an offering the type does not have")
+	}
+}

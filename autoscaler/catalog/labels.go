@@ -14,8 +14,10 @@ const (
 	LabelOS           = "kubernetes.io/os"
 	LabelRegion       = "topology.kubernetes.io/region"
 	LabelZone         = "topology.kubernetes.io/zone"
-	// LabelCapacityType is karpenter.sh/capacity-type (spot, on-demand).
+	// LabelCapacityType is karpenter.sh/capacity-type (spot, on-demand, reserved).
 	LabelCapacityType = "karpenter.sh/capacity-type"
+	// LabelCapacityReservationID names the capacity reservation of a reserved node.
+	LabelCapacityReservationID = "karpenter.k8s.aws/capacity-reservation-id"
 )
 
 // TenancyDefault is the only instance tenancy the catalog offers (shared hardware).

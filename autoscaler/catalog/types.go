@@ -49,6 +49,7 @@ type Resources [NumResources]int64
 const (
 	CapacityTypeSpot     = "spot"
 	CapacityTypeOnDemand = "on-demand"
+	CapacityTypeReserved = "reserved"
 )
 
 // Offering is one way to buy an instance type: a zone and a capacity type, at a price.
@@ -68,6 +69,13 @@ type Offering struct {
 	// spot price of the embedded catalog (a 2025-04 average) and the on-demand prices of types
 	// whose regional price was extrapolated. Cost reports should say so.
 	Estimated bool
+	// The reservation fields are set on offerings of capacity type "reserved" only: the
+	// capacity reservation a node would launch into, its type ("default" or
+	// "capacity-block"), and how many more instances it can take (a node planned onto it
+	// takes one).
+	ReservationID       string
+	ReservationType     string
+	ReservationCapacity int
 }
 
 // InstanceType is one EC2 instance type as a node of a given NodePool would see it.
@@ -98,19 +106,42 @@ func PriceOf(its []InstanceType, labels map[string]string) (float64, bool) {
 	return o.PricePerHour, ok
 }
 
-// OfferingOf finds the offering a node with these labels was bought as (instance type, zone
-// and capacity type labels).
+// OfferingOf finds the offering a node with these labels was bought as (instance type, zone,
+// capacity type and reservation labels). A reserved node whose reservation the instance types
+// do not list (views without the cluster's reservations) is priced from the on-demand offering
+// of its zone, as ReservedPrice prices it.
 func OfferingOf(its []InstanceType, labels map[string]string) (Offering, bool) {
-	name, zone, ct := labels[LabelInstanceType], labels[LabelZone], labels[LabelCapacityType]
+	name, zone, ct, rid := labels[LabelInstanceType], labels[LabelZone], labels[LabelCapacityType], labels[LabelCapacityReservationID]
 	for i := range its {
 		if its[i].Name != name {
 			continue
 		}
 		for _, o := range its[i].Offerings {
-			if o.Zone == zone && o.CapacityType == ct {
+			if o.Zone == zone && o.CapacityType == ct && o.ReservationID == rid {
 				return o, true
+			}
+		}
+		if ct != CapacityTypeReserved {
+			continue
+		}
+		for _, o := range its[i].Offerings {
+			if o.Zone == zone && o.CapacityType == CapacityTypeOnDemand {
+				return Offering{Zone: zone, CapacityType: ct, ReservationID: rid, PricePerHour: ReservedPrice(o),
+					VolumesPerHour: o.VolumesPerHour, Estimated: o.Estimated}, true
 			}
 		}
 	}
 	return Offering{}, false
+}
+
+// ReservedPriceDivisor makes a reserved node cost its type's on-demand price divided by ten
+// million, as Karpenter prices it: free next to anything else (the reservation is paid for
+// whether used or not), while a larger type still costs more than a smaller one, so
+// consolidation keeps its order among reserved nodes.
+const ReservedPriceDivisor = 10_000_000.0
+
+// ReservedPrice is what a node in a capacity reservation costs, given its on-demand offering
+// in the same zone: the instance as ReservedPriceDivisor says, and its EBS volumes in full.
+func ReservedPrice(onDemand Offering) float64 {
+	return (onDemand.PricePerHour-onDemand.VolumesPerHour)/ReservedPriceDivisor + onDemand.VolumesPerHour
 }

@@ -15,11 +15,16 @@ import (
 // cannot pick anything else; Labels stay as planned. Narrow reports false, leaving the NodeClaim
 // unusable, when no type is left or the requirements' minValues can no longer be met.
 func (nc *NodeClaim) Narrow(capacityTypes []string, below float64, most int) bool {
+	return nc.narrowTo(func(o catalog.Offering) bool {
+		return len(capacityTypes) == 0 || slices.Contains(capacityTypes, o.CapacityType)
+	}, below, most)
+}
+
+// narrowTo is Narrow keeping the offerings keep accepts.
+func (nc *NodeClaim) narrowTo(keep func(catalog.Offering) bool, below float64, most int) bool {
 	var kept []InstanceTypeOption
 	for _, opt := range nc.InstanceTypes {
-		offs := slices.DeleteFunc(slices.Clone(opt.Offerings), func(o catalog.Offering) bool {
-			return len(capacityTypes) > 0 && !slices.Contains(capacityTypes, o.CapacityType)
-		})
+		offs := slices.DeleteFunc(slices.Clone(opt.Offerings), func(o catalog.Offering) bool { return !keep(o) })
 		if len(offs) == 0 || slices.ContainsFunc(offs, func(o catalog.Offering) bool { return o.PricePerHour >= below }) {
 			continue
 		}

@@ -76,10 +76,11 @@ func newSolver(in *Input, split bool) *solver {
 // come from families the pods' own ratios cannot combine, and can be slightly behind the
 // general packer when the LP's prices are realizable as they are. In that second case the plan
 // without the split is computed too, and the better one is kept: fewer unschedulable pods,
-// then the lower price. Its most wasteful NodeClaims are then solved again (repack).
+// then the lower price. Its most wasteful NodeClaims are then solved again (repack), and
+// capacity reservations are handed out (reserve).
 func Solve(in *Input) *Result {
 	res, s := solveBest(in)
-	return s.repack(res)
+	return reserve(s.repack(res))
 }
 
 // solveBest is Solve without the final re-packing (see repack).

@@ -26,6 +26,8 @@ import (
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
+	"github.com/karpool/karpool/autoscaler/catalog"
+	capreservation "github.com/karpool/karpool/autoscaler/cloud/aws/capacityreservation"
 	"github.com/karpool/karpool/autoscaler/scheduling"
 	"github.com/karpool/karpool/manifests/build"
 	"github.com/karpool/karpool/manifests/build/confined"
@@ -117,6 +119,36 @@ type Pools struct {
 	pools   []*karpv1.NodePool
 	classes map[string]*awsv1.EC2NodeClass
 	where   map[string]string // pool name -> file:line:col
+	// reserved are the capacity reservations each class may launch into (Reserve).
+	reserved Reserved
+}
+
+// Reserved are capacity reservations by EC2NodeClass name, as the cluster resolves them.
+type Reserved map[string][]Reservation
+
+// Reservation is one capacity reservation and how many more instances it can take.
+type Reservation struct {
+	awsv1.CapacityReservation
+	Available int
+}
+
+// Reserve plans the pools with these capacity reservations: a class's instance types gain
+// the reserved offerings of the reservations listed under its name (the pools files hold no
+// status; the cluster's classes of the same name say what they resolve to).
+func (ps *Pools) Reserve(r Reserved) { ps.reserved = r }
+
+// reservedOfferings adds the class's reserved offerings to its instance types.
+func (ps *Pools) reservedOfferings(class string, its []catalog.InstanceType) []catalog.InstanceType {
+	rs := ps.reserved[class]
+	if len(rs) == 0 {
+		return its
+	}
+	crs := make([]awsv1.CapacityReservation, len(rs))
+	room := map[string]int{}
+	for i, r := range rs {
+		crs[i], room[r.ID] = r.CapacityReservation, r.Available
+	}
+	return capreservation.WithOfferings(its, crs, func(id string) int { return room[id] })
 }
 
 func loadPools(ctx context.Context, path string) (*Pools, error) {

@@ -182,6 +182,7 @@ func Solve(ps *Pools, w *Workload, region string) (*Report, error) {
 				its = cat.InstanceTypes(nco)
 				byOptions[string(key)] = its
 			}
+			its = ps.reservedOfferings(class, its)
 			byClass[class] = its
 		}
 		if _, ok := ps.classes[class]; !ok && class != "" {

@@ -138,7 +138,7 @@ func runController(ctx context.Context, f controllerFlags) error {
 		return usageError{fmt.Errorf("--consolidation-min-savings: %w", err)}
 	}
 	f.cfg.MinSavings = minSavings
-	gates, notes, err := featuregates.Parse(f.gates)
+	gates, err := featuregates.Parse(f.gates)
 	if err != nil {
 		return usageError{fmt.Errorf("--feature-gates: %w", err)}
 	}
@@ -169,9 +169,6 @@ func runController(ctx context.Context, f controllerFlags) error {
 	f.cfg.Kube = kube
 	f.cfg.AWS = awsCfg
 	f.cfg.Log = operator.NewJSONLogger(os.Stderr, level)
-	for _, note := range notes {
-		f.cfg.Log.Info(note)
-	}
 	return operator.Run(ctx, f.cfg, func(r operator.Ready) {
 		f.cfg.Log.Info("karpool controller ready", "metrics", r.MetricsURL, "probes", r.ProbeURL, "cluster", f.cfg.ClusterName, "region", awsCfg.Region)
 	})

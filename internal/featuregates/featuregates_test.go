@@ -11,15 +11,14 @@ func TestParse(t *testing.T) {
 		in      string
 		spot    bool
 		static  bool
-		notes   int
+		noRes   bool
 		wantErr string
 	}{
 		{in: ""},
 		{in: "SpotToSpotConsolidation=true", spot: true},
-		// Karpenter's defaults parse as they are; ReservedCapacity=true, which karpool does not
-		// implement, is said in a note.
-		{in: "NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,NodeOverlay=false,StaticCapacity=false,CapacityBuffer=false", notes: 1},
-		{in: " NodeRepair=false , SpotToSpotConsolidation=1,ReservedCapacity=false", spot: true},
+		// Karpenter's defaults parse as they are.
+		{in: "NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,NodeOverlay=false,StaticCapacity=false,CapacityBuffer=false"},
+		{in: " NodeRepair=false , SpotToSpotConsolidation=1,ReservedCapacity=false", spot: true, noRes: true},
 		// Asking for what karpool does not do is refused, naming what Karpenter would do.
 		{in: "NodeRepair=true", wantErr: "feature gate NodeRepair is not implemented by karpool (Karpenter replaces nodes"},
 		{in: "SpotToSpotConsolidation=true, CapacityBuffer=true", wantErr: "CapacityBuffer is not implemented"},
@@ -29,15 +28,15 @@ func TestParse(t *testing.T) {
 		{in: "SpotToSpotConsolidation=yes", wantErr: `"yes" is not true or false`},
 		{in: "SpotToSpotConsolidation=true,SpotToSpotConsolidation=false", wantErr: "given twice"},
 	} {
-		g, notes, err := Parse(tc.in)
+		g, err := Parse(tc.in)
 		if tc.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("Parse(%q) error %v, want one saying %q", tc.in, err, tc.wantErr)
 			}
 			continue
 		}
-		if err != nil || g.SpotToSpotConsolidation != tc.spot || g.StaticCapacity != tc.static || len(notes) != tc.notes {
-			t.Errorf("Parse(%q) = %+v, notes %q, %v; want spot-to-spot %t, static capacity %t and %d notes", tc.in, g, notes, err, tc.spot, tc.static, tc.notes)
+		if err != nil || g.SpotToSpotConsolidation != tc.spot || g.StaticCapacity != tc.static || g.NoReservedCapacity != tc.noRes {
+			t.Errorf("Parse(%q) = %+v, %v; want spot-to-spot %t, static capacity %t, reserved capacity off %t", tc.in, g, err, tc.spot, tc.static, tc.noRes)
 		}
 	}
 }
@@ -49,14 +48,14 @@ func FuzzParse(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		g, _, err := Parse(s)
+		g, err := Parse(s)
 		if err != nil {
 			if err.Error() == "" {
 				t.Fatalf("Parse(%q): empty error", s)
 			}
 			return
 		}
-		again, _, err := Parse(fmt.Sprintf("SpotToSpotConsolidation=%t,StaticCapacity=%t", g.SpotToSpotConsolidation, g.StaticCapacity))
+		again, err := Parse(fmt.Sprintf("SpotToSpotConsolidation=%t,StaticCapacity=%t,ReservedCapacity=%t", g.SpotToSpotConsolidation, g.StaticCapacity, !g.NoReservedCapacity))
 		if err != nil || again != g {
 			t.Fatalf("Parse(%q) = %+v; written back it parses to %+v, %v", s, g, again, err)
 		}

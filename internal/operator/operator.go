@@ -21,12 +21,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/api/scheme"
 	"github.com/karpool/karpool/autoscaler"
 	"github.com/karpool/karpool/autoscaler/catalog"
@@ -35,6 +37,7 @@ import (
 	"github.com/karpool/karpool/autoscaler/cloud/aws/nodeclass"
 	"github.com/karpool/karpool/autoscaler/disruption"
 	"github.com/karpool/karpool/autoscaler/metrics"
+	"github.com/karpool/karpool/autoscaler/simulate"
 	"github.com/karpool/karpool/internal/featuregates"
 	"github.com/karpool/karpool/internal/switchover"
 	"github.com/karpool/karpool/reconciler"
@@ -137,6 +140,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 		ClusterName: cfg.ClusterName, ClusterEndpoint: cfg.ClusterEndpoint, ClusterCA: cfg.ClusterCA,
 		ClusterCIDR: cfg.ClusterCIDR, KubernetesVersion: cfg.KubernetesVersion,
 		Catalog: cat, ReservedENIs: cfg.ReservedENIs, VMMemoryOverheadPercent: cfg.VMMemoryOverheadPercent,
+		NoReservedCapacity: cfg.Gates.NoReservedCapacity,
 	})
 	if err != nil {
 		return err
@@ -159,6 +163,9 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 			c := cfg.AWS.Copy()
 			c.Region = region
 			return c, nil
+		},
+		Reserved: func(ctx context.Context) (simulate.Reserved, error) {
+			return clusterReservations(ctx, mgr.GetClient(), provider)
 		},
 	})
 	if err := poolSync.SetupWithManager(mgr, reconciler.SetupOptions{MaxConcurrentReconciles: 2, SkipNameValidation: true}); err != nil {
@@ -261,4 +268,20 @@ func addInterruption(mgr ctrl.Manager, cfg Config, provider *awsprovider.Provide
 	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		return c.Start(log.IntoContext(ctx, mgr.GetLogger()))
 	}))
+}
+
+// clusterReservations are the capacity reservations the cluster's EC2NodeClasses resolved to
+// (their status) with the room the provider knows each has, for the plans of pull requests.
+func clusterReservations(ctx context.Context, c client.Client, p *awsprovider.Provider) (simulate.Reserved, error) {
+	var classes awsv1.EC2NodeClassList
+	if err := c.List(ctx, &classes); err != nil {
+		return nil, err
+	}
+	out := simulate.Reserved{}
+	for _, nc := range classes.Items {
+		for _, r := range nc.Status.CapacityReservations {
+			out[nc.Name] = append(out[nc.Name], simulate.Reservation{CapacityReservation: r, Available: p.ReservationAvailable(r.ID)})
+		}
+	}
+	return out, nil
 }

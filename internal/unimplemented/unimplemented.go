@@ -42,7 +42,6 @@ func (g Gap) Explain() string {
 // Gaps are the fields, in the order of the kinds' specs.
 var Gaps = []Gap{
 	{"NodePool", []string{"spec", "disruption", "consolidationPolicy"}, "Balanced", "consolidates underused nodes when the saving outweighs the disruption; karpool would treat the pool as WhenEmpty"},
-	{"EC2NodeClass", []string{"spec", "capacityReservationSelectorTerms"}, "", "launches into the matched On-Demand Capacity Reservations and capacity blocks first (ReservedCapacity, on by default)"},
 	{"EC2NodeClass", []string{"spec", "networkInterfaces"}, "", "launches with these network interfaces (EFA and multi-card instances)"},
 	{"EC2NodeClass", []string{"spec", "ipPrefixCount"}, "", "assigns IPv4 prefixes to the primary interface and raises max pods accordingly"},
 	{"EC2NodeClass", []string{"spec", "cpuOptions"}, "", "sets these CPU options (cores, threads per core, nested virtualization) in the launch template"},
@@ -108,11 +107,9 @@ func Message(gaps []Gap) string {
 }
 
 // Gates are Karpenter's feature gates karpool does not implement, with what turning them on
-// does in Karpenter. ReservedCapacity is on by default there; karpool behaves as with it off,
-// and refuses the fields that would need it (capacityReservationSelectorTerms) instead.
+// does in Karpenter.
 var Gates = map[string]string{
-	"NodeRepair":       "replaces nodes whose conditions stay unhealthy, within a 20 % safety limit",
-	"NodeOverlay":      "applies NodeOverlay price and capacity adjustments to instance types",
-	"CapacityBuffer":   "keeps spare capacity ready for pods not yet created",
-	"ReservedCapacity": "launches into capacity reservations first",
+	"NodeRepair":     "replaces nodes whose conditions stay unhealthy, within a 20 % safety limit",
+	"NodeOverlay":    "applies NodeOverlay price and capacity adjustments to instance types",
+	"CapacityBuffer": "keeps spare capacity ready for pods not yet created",
 }

@@ -20,17 +20,17 @@ func TestConditionNamesEachField(t *testing.T) {
 	if c := Condition("EC2NodeClass", nc, 1); c.Status != metav1.ConditionTrue || c.ObservedGeneration != 1 {
 		t.Fatalf("a plain class: %+v, want True at generation 1", c)
 	}
-	nc.Spec.CapacityReservationSelectorTerms = []awsv1.CapacityReservationSelectorTerm{}
+	nc.Spec.NetworkInterfaces = []*awsv1.NetworkInterface{}
 	if c := Condition("EC2NodeClass", nc, 1); c.Status != metav1.ConditionTrue {
 		t.Fatalf("an empty list selects nothing: %+v, want True", c)
 	}
-	nc.Spec.CapacityReservationSelectorTerms = []awsv1.CapacityReservationSelectorTerm{{ID: "cr-0123456789abcdef0"}}
+	nc.Spec.CPUOptions = &awsv1.CPUOptions{NestedVirtualization: ptr.To("enabled")}
 	nc.Spec.IPPrefixCount = ptr.To[int32](2)
 	c := Condition("EC2NodeClass", nc, 2)
 	if c.Status != metav1.ConditionFalse || c.Reason != "NotImplemented" {
 		t.Fatalf("%+v, want False NotImplemented", c)
 	}
-	for _, want := range []string{"spec.capacityReservationSelectorTerms is not implemented", "Capacity Reservations", "spec.ipPrefixCount is not implemented"} {
+	for _, want := range []string{"spec.cpuOptions is not implemented", "CPU options (cores", "spec.ipPrefixCount is not implemented"} {
 		if !strings.Contains(c.Message, want) {
 			t.Errorf("message %q does not say %q", c.Message, want)
 		}

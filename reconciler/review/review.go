@@ -51,6 +51,10 @@ type Input struct {
 	MaxPods int
 	// Now is when budgets are judged (zero: time.Now).
 	Now time.Time
+	// Reserved are the capacity reservations the cluster's classes resolve to, which both
+	// revisions are planned with (nil: none), so the plan shows reserved capacity used and
+	// what falls back to on-demand.
+	Reserved simulate.Reserved
 }
 
 // Plan is the review of a change.
@@ -227,6 +231,7 @@ func side(ctx context.Context, in Input, t Tree) (*Side, error) {
 		s.Error = redact.Text(err.Error())
 		return s, nil
 	}
+	s.pools.Reserve(in.Reserved)
 	w := simulate.NewWorkload(in.MaxPods)
 	if in.Workload != nil {
 		if err := w.Merge(in.Workload); err != nil {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
+	"github.com/karpool/karpool/autoscaler/simulate"
 	"github.com/karpool/karpool/internal/fleet"
 )
 
@@ -368,5 +370,40 @@ func TestUnhonoredFields(t *testing.T) {
 		if !strings.Contains(out, "Not done by karpool, accepted with") || !strings.Contains(out, "Karpenter assigns IPv4 prefixes") {
 			t.Errorf("the plan does not name the accepted field:\n%s", out)
 		}
+	}
+}
+
+// TestReservationUse: the cluster's class resolves a reservation of 2 t3.small; a head that
+// lets the pool use reserved capacity plans 2 nodes into it (no more: the rest stay
+// on-demand) and costs less than the base, which the comment shows.
+func TestReservationUse(t *testing.T) {
+	reserved := simulate.Reserved{"default": {{CapacityReservation: awsv1.CapacityReservation{ID: "cr-0123", InstanceType: "t3.small",
+		AvailabilityZone: "us-east-1a", ReservationType: "default", State: "active"}, Available: 2}}}
+	head := with(map[string]string{"pools/nodepool.yaml": strings.Replace(pool("t3.small", "20", "web"), "values: [on-demand]", "values: [reserved, on-demand]", 1)})
+	p, err := Make(context.Background(), Input{
+		Base: tree("main@sha1:1111111", base), Head: tree("feature@sha1:2222222", head),
+		Path: "pools", Now: time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC), Reserved: reserved,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(s *Side) (reserved, other int) {
+		for _, nc := range s.report.NodeClaims {
+			if nc.CapacityType == "reserved" {
+				reserved++
+			} else {
+				other++
+			}
+		}
+		return reserved, other
+	}
+	baseReserved, baseOther := count(p.Base)
+	headReserved, headOther := count(p.Head)
+	if baseReserved != 0 || headReserved != 2 || headOther != baseOther-2 || p.Head.PerHour >= p.Base.PerHour {
+		t.Fatalf("base %d reserved + %d, $%.4f/h; head %d reserved + %d, $%.4f/h; want the head to put 2 of the base's nodes into the reservation and cost less",
+			baseReserved, baseOther, p.Base.PerHour, headReserved, headOther, p.Head.PerHour)
+	}
+	if md := p.Markdown("test"); !strings.Contains(md, "reserved") {
+		t.Errorf("the comment does not show the reserved nodes:\n%s", md)
 	}
 }

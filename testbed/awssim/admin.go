@@ -2,6 +2,7 @@ package awssim
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -32,6 +33,14 @@ import (
 //	                                         EC2 Instance State-change Notification is sent
 //	POST /_awssim/terminate                  {"instanceId":"i-…"}: AWS terminates the instance (Server.InternalError)
 //	POST /_awssim/spot-price                 {"instanceType":"m5.large","zone":"us-east-1a","price":0.03}
+//	GET  /_awssim/capacity-reservations      the capacity reservations (CapacityReservationInfo, by id)
+//	POST /_awssim/capacity-reservations      add one (CapacityReservationSpec): {"instanceType":"m5.large",
+//	                                         "availabilityZone":"us-east-1a","totalInstanceCount":2,
+//	                                         "instanceMatchCriteria":"targeted","reservationType":"capacity-block",
+//	                                         "endDate":"2026-12-01T12:00:00Z","tags":{"team":"ml"}}; optional
+//	                                         availableInstanceCount, ownerId, state, startDate; answers {"id":"cr-…"}
+//	POST /_awssim/capacity-reservation-state {"id":"cr-…","state":"cancelled"}: active, expired, cancelled,
+//	                                         pending or failed, as EC2 would change it
 //	GET  /_awssim/calls                      the API calls answered: [{time,service,action,errorCode}]
 //	DELETE /_awssim/calls                    forget them
 const adminPrefix = "/_awssim/"
@@ -49,6 +58,10 @@ type InstanceInfo struct {
 	ImageID        string            `json:"imageId"`
 	LaunchTime     time.Time         `json:"launchTime"`
 	Tags           map[string]string `json:"tags"`
+	// CapacityReservationID is the reservation the instance was launched into (it holds a slot
+	// until it shuts down); CapacityType is then "reserved" when it was launched with capacity-reservations-only
+	// (as Karpenter counts it), else on-demand.
+	CapacityReservationID string `json:"capacityReservationId,omitempty"`
 }
 
 // QueueInfo summarizes an SQS queue.
@@ -74,6 +87,8 @@ type StateInfo struct {
 	Rules            []string       `json:"rules"`
 	EventsDelivered  int            `json:"eventsDelivered"`
 	DeliveryFailures int            `json:"deliveryFailures"`
+	// CapacityReservations are the ODCRs and Capacity Blocks, by id.
+	CapacityReservations []CapacityReservationInfo `json:"capacityReservations"`
 }
 
 func (s *Server) info(in *instance) InstanceInfo {
@@ -81,9 +96,16 @@ func (s *Server) info(in *instance) InstanceInfo {
 	for _, t := range in.tags {
 		tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
 	}
-	return InstanceInfo{ID: in.id, InstanceType: in.spec.Name, Zone: in.zone.name, CapacityType: in.capacityType, State: string(in.state),
+	info := InstanceInfo{ID: in.id, InstanceType: in.spec.Name, Zone: in.zone.name, CapacityType: in.capacityType, State: string(in.state),
 		PrivateIP: in.privateIP, PrivateDNSName: in.dnsName, ProviderID: providerID(in), ImageID: aws.ToString(in.image.ImageId),
 		LaunchTime: in.launchTime, Tags: tags}
+	if in.reservation != nil {
+		info.CapacityReservationID = in.reservation.id
+	}
+	if in.reserved() {
+		info.CapacityType = "reserved"
+	}
+	return info
 }
 
 func providerID(in *instance) string { return fmt.Sprintf("aws:///%s/%s", in.zone.name, in.id) }
@@ -104,11 +126,13 @@ func (s *Server) Instances() []InstanceInfo {
 // State returns a summary of the account.
 func (s *Server) State() StateInfo {
 	insts := s.Instances()
+	crs := s.CapacityReservations()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := StateInfo{AccountID: s.opts.AccountID, Region: s.opts.Region, ClusterName: s.opts.ClusterName, URL: s.url, Instances: insts,
-		EventsDelivered: s.st.delivered, DeliveryFailures: s.st.deliveryFailures, Rules: sortedKeys(s.st.rules), Queues: []QueueInfo{}}
-	now := time.Now()
+		EventsDelivered: s.st.delivered, DeliveryFailures: s.st.deliveryFailures, Rules: sortedKeys(s.st.rules), Queues: []QueueInfo{},
+		CapacityReservations: crs}
+	now := s.now()
 	for _, n := range sortedKeys(s.st.queues) {
 		q := s.st.queues[n]
 		v, f, d := q.counts(now)
@@ -140,7 +164,7 @@ func (s *Server) InterruptSpot(instanceID string, terminateAfter time.Duration) 
 	if in.capacityType != "spot" {
 		return fmt.Errorf("instance %s is %s, not spot", instanceID, in.capacityType)
 	}
-	now := time.Now()
+	now := s.now()
 	d, _ := json.Marshal(map[string]string{"instance-id": in.id, "instance-action": "terminate"})
 	s.st.emit("aws.ec2", "EC2 Spot Instance Interruption Warning", []string{s.instanceArn(in.id)}, d, now)
 	if terminateAfter > 0 {
@@ -159,7 +183,7 @@ func (s *Server) RebalanceRecommendation(instanceID string) error {
 		return err
 	}
 	d, _ := json.Marshal(map[string]string{"instance-id": in.id})
-	s.st.emit("aws.ec2", "EC2 Instance Rebalance Recommendation", []string{s.instanceArn(in.id)}, d, time.Now())
+	s.st.emit("aws.ec2", "EC2 Instance Rebalance Recommendation", []string{s.instanceArn(in.id)}, d, s.now())
 	return nil
 }
 
@@ -175,7 +199,7 @@ func (s *Server) ScheduledChange(instanceID, eventTypeCode string) error {
 	if err != nil {
 		return err
 	}
-	now := time.Now().UTC()
+	now := s.now().UTC()
 	arn := fmt.Sprintf("arn:aws:health:%s::event/EC2/%s/%s_%s", s.opts.Region, eventTypeCode, eventTypeCode, s.st.ids.uuid("health"))
 	d, _ := json.Marshal(map[string]any{
 		"eventArn": arn, "service": "EC2", "eventTypeCode": eventTypeCode, "eventTypeCategory": "scheduledChange",
@@ -197,7 +221,7 @@ func (s *Server) ChangeState(instanceID, state string) error {
 	if err != nil {
 		return err
 	}
-	now := time.Now()
+	now := s.now()
 	st := ec2types.InstanceStateName(state)
 	if _, ok := stateCodes[st]; !ok {
 		return fmt.Errorf("unknown instance state %q", state)
@@ -225,7 +249,7 @@ func (s *Server) TerminateByAWS(instanceID string) error {
 	if err != nil {
 		return err
 	}
-	s.beginTermination(in, time.Now(), &ec2types.StateReason{Code: aws.String("Server.InternalError"),
+	s.beginTermination(in, s.now(), &ec2types.StateReason{Code: aws.String("Server.InternalError"),
 		Message: aws.String("Server.InternalError: Internal error on launch")}, "Service initiated")
 	s.notify()
 	return nil
@@ -248,6 +272,47 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 func adminError(w http.ResponseWriter, status int, err error) {
 	writeJSON(w, status, map[string]string{"error": err.Error()})
+}
+
+// serveReservationAdmin serves GET|POST capacity-reservations and POST capacity-reservation-state.
+func (s *Server) serveReservationAdmin(w http.ResponseWriter, r *http.Request, path string, decode func(any) bool) {
+	if path == "capacity-reservations" && r.Method == http.MethodGet {
+		writeJSON(w, 200, s.CapacityReservations())
+		return
+	}
+	if r.Method != http.MethodPost {
+		adminError(w, http.StatusMethodNotAllowed, fmt.Errorf("use POST"))
+		return
+	}
+	if path == "capacity-reservations" {
+		var spec CapacityReservationSpec
+		if !decode(&spec) {
+			return
+		}
+		id, err := s.AddCapacityReservation(spec)
+		if err != nil {
+			adminError(w, 400, err)
+			return
+		}
+		writeJSON(w, 200, map[string]string{"id": id})
+		return
+	}
+	var req struct {
+		ID    string `json:"id"`
+		State string `json:"state"`
+	}
+	if !decode(&req) {
+		return
+	}
+	if err := s.SetCapacityReservationState(req.ID, req.State); err != nil {
+		status := 400
+		if errors.Is(err, errUnknownReservation) {
+			status = 404
+		}
+		adminError(w, status, err)
+		return
+	}
+	writeJSON(w, 200, map[string]string{"status": "ok"})
 }
 
 type adminInstanceRequest struct {
@@ -278,7 +343,7 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	switch path {
 	case "":
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintln(w, "awssim admin API: GET state, GET|PUT faults, POST spot-interruption, rebalance-recommendation, scheduled-change, state-change, terminate, spot-price, GET|DELETE calls")
+		fmt.Fprintln(w, "awssim admin API: GET state, GET|PUT faults, POST spot-interruption, rebalance-recommendation, scheduled-change, state-change, terminate, spot-price, GET|POST capacity-reservations, POST capacity-reservation-state, GET|DELETE calls")
 	case "state":
 		writeJSON(w, 200, s.State())
 	case "faults":
@@ -335,6 +400,8 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		}
 		s.SetSpotPrice(req.InstanceType, req.Zone, req.Price)
 		writeJSON(w, 200, map[string]string{"status": "ok"})
+	case "capacity-reservations", "capacity-reservation-state":
+		s.serveReservationAdmin(w, r, path, decode)
 	case "calls":
 		switch r.Method {
 		case http.MethodDelete:

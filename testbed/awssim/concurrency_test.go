@@ -24,7 +24,7 @@ func TestConcurrentClients(t *testing.T) {
 	subnets, sg := discovered(t, c)
 	lt := createLT(t, c, "concurrent", al2023AMI(t, cfg, "x86_64"), sg, profile)
 	q := sqs.NewFromConfig(cfg)
-	url := try(q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("concurrent")})).ok(t).QueueUrl
+	url := try(q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("concurrent")})).OK(t).QueueUrl
 
 	var wg sync.WaitGroup
 	ids := make(chan string, 200)
@@ -83,7 +83,7 @@ func TestConcurrentClients(t *testing.T) {
 	}
 	for i := 0; i < len(all); i += 50 {
 		end := min(i+50, len(all))
-		try(c.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: all[i:end]})).ok(t)
+		try(c.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: all[i:end]})).OK(t)
 	}
 	eventually(t, 10*time.Second, "every instance terminated", func() bool {
 		for _, in := range srv.Instances() {

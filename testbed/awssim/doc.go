@@ -10,7 +10,9 @@
 // Requests must be SigV4-signed; the signing service routes them. Faults (throttling, errors,
 // latencies, insufficient capacity) and AWS-initiated events (spot interruptions, rebalance
 // recommendations, scheduled changes, state changes, terminations) are driven from Go
-// (SetFaults, InterruptSpot, …) or through the admin API under AdminURL(). With Options.Kube,
+// (SetFaults, InterruptSpot, …) or through the admin API under AdminURL(). Capacity
+// reservations (ODCRs and Capacity Blocks) are added the same way (AddCapacityReservation) and
+// launches target them as on EC2; Options.Clock lets a test move time forward. With Options.Kube,
 // every running instance registers the Node its kubelet would. STATUS.md lists what is
 // simulated and what is not.
 package awssim

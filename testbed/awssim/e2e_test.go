@@ -80,12 +80,12 @@ func TestNodeBootstrapE2E(t *testing.T) {
 	lt := createLT(t, c, "karpool-e2e", al2023AMI(t, cfg, "x86_64"), sg, profile)
 
 	// CreateFleet with AL2023 user data.
-	out := try(c.CreateFleet(ctx, fleetInput(lt.LaunchTemplateId, ec2types.DefaultTargetCapacityTypeOnDemand, 1, fleetOverrides(subnets, "m5.large")))).ok(t)
+	out := try(c.CreateFleet(ctx, fleetInput(lt.LaunchTemplateId, ec2types.DefaultTargetCapacityTypeOnDemand, 1, fleetOverrides(subnets, "m5.large")))).OK(t)
 	if len(out.Instances) != 1 {
 		t.Fatalf("fleet: %+v %+v", out.Instances, out.Errors)
 	}
 	id := out.Instances[0].InstanceIds[0]
-	inst := try(c.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})).ok(t).Reservations[0].Instances[0]
+	inst := try(c.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})).OK(t).Reservations[0].Instances[0]
 	name := aws.ToString(inst.PrivateDnsName)
 	node := waitNode(ctx, t, kc, name, ready)
 	if node.Spec.ProviderID != fmt.Sprintf("aws:///%s/%s", aws.ToString(inst.Placement.AvailabilityZone), id) {
@@ -115,9 +115,9 @@ func TestNodeBootstrapE2E(t *testing.T) {
 
 	// RunInstances with Bottlerocket user data on arm64.
 	br := aws.ToString(try(ssm.NewFromConfig(cfg).GetParameter(ctx, &ssm.GetParameterInput{
-		Name: aws.String("/aws/service/bottlerocket/aws-k8s-1.36/arm64/latest/image_id")})).ok(t).Parameter.Value)
+		Name: aws.String("/aws/service/bottlerocket/aws-k8s-1.36/arm64/latest/image_id")})).OK(t).Parameter.Value)
 	run := try(c.RunInstances(ctx, &ec2.RunInstancesInput{MinCount: aws.Int32(1), MaxCount: aws.Int32(1), InstanceType: "m6g.large",
-		ImageId: aws.String(br), SubnetId: subnets[2].SubnetId, UserData: b64(bottlerocketUserData)})).ok(t)
+		ImageId: aws.String(br), SubnetId: subnets[2].SubnetId, UserData: b64(bottlerocketUserData)})).OK(t)
 	brName := aws.ToString(run.Instances[0].PrivateDnsName)
 	brNode := waitNode(ctx, t, kc, brName, ready)
 	if brNode.Labels["karpenter.sh/nodepool"] != "arm" || brNode.Labels["kubernetes.io/arch"] != "arm64" || len(brNode.Spec.Taints) == 0 {
@@ -125,7 +125,7 @@ func TestNodeBootstrapE2E(t *testing.T) {
 	}
 
 	// Termination removes the Node.
-	try(c.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id, aws.ToString(run.Instances[0].InstanceId)}})).ok(t)
+	try(c.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id, aws.ToString(run.Instances[0].InstanceId)}})).OK(t)
 	for _, n := range []string{name, brName} {
 		eventually(t, 30*time.Second, "node "+n+" deleted after its instance terminated", func() bool {
 			_, err := kc.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})

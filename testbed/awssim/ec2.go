@@ -35,6 +35,7 @@ func (s *Server) ec2Service() *service {
 		op("CreateFleet", s.createFleet),
 		op("DescribeInstances", s.describeInstances),
 		op("TerminateInstances", s.terminateInstances),
+		op("DescribeCapacityReservations", s.describeCapacityReservations),
 	)
 	return sv
 }
@@ -465,6 +466,8 @@ func notFoundForID(id string) *apiError {
 		return apiErr(400, "InvalidAMIID.NotFound", "The image id '[%s]' does not exist", id)
 	case "vpc":
 		return apiErr(400, "InvalidVpcID.NotFound", "The vpc ID '%s' does not exist", id)
+	case "cr":
+		return reservationNotFound(id)
 	}
 	return apiErr(400, "InvalidID", "The ID '%s' is not valid", id)
 }

@@ -58,6 +58,13 @@ type instance struct {
 	// node is the Node its kubelet registers (computed once: user data does not change).
 	node    *corev1.Node
 	nodeErr error
+	// reservation is the capacity reservation it holds a slot of (nil: none); slotReleased is
+	// set when it gave the slot back. crPreference and crTargeted are its launch's
+	// CapacityReservationSpecification, as DescribeInstances reports it.
+	reservation  *capacityReservation
+	slotReleased bool
+	crPreference ec2types.CapacityReservationPreference
+	crTargeted   bool
 }
 
 // launchSpec is everything needed to launch instances, merged from a launch template, fleet
@@ -82,6 +89,13 @@ type launchSpec struct {
 	fleetID      string
 	clientToken  string
 	ebsOptimized bool
+	// crPreference and crTarget are the launch's CapacityReservationSpecification; marketType
+	// its InstanceMarketOptions.MarketType; reservation the reservation resolved for the request
+	// (targetReservation).
+	crPreference ec2types.CapacityReservationPreference
+	crTarget     *ec2types.CapacityReservationTarget
+	marketType   ec2types.MarketType
+	reservation  *capacityReservation
 }
 
 // fromLaunchTemplate fills a spec from launch template data.
@@ -113,6 +127,12 @@ func (sp *launchSpec) fromLaunchTemplate(st *state, lt *launchTemplate, ver *ltV
 		if ts.ResourceType == ec2types.ResourceTypeInstance {
 			setTags(&sp.tags, ts.Tags)
 		}
+	}
+	if c := d.CapacityReservationSpecification; c != nil {
+		sp.crPreference, sp.crTarget = c.CapacityReservationPreference, c.CapacityReservationTarget
+	}
+	if d.InstanceMarketOptions != nil {
+		sp.marketType = d.InstanceMarketOptions.MarketType
 	}
 	if d.InstanceMarketOptions != nil && d.InstanceMarketOptions.MarketType == ec2types.MarketTypeSpot {
 		sp.capacityType = catalog.CapacityTypeSpot
@@ -250,6 +270,10 @@ func (s *Server) capacityError(sp *launchSpec) *apiError {
 func (s *Server) launch(sp *launchSpec, im *image, cs catalog.Spec, now time.Time) (*instance, *apiError) {
 	st := s.st
 	sn := sp.subnet
+	r, rerr := s.slotFor(sp)
+	if rerr != nil {
+		return nil, rerr
+	}
 	if aws.ToInt32(sn.AvailableIpAddressCount) <= 0 {
 		return nil, apiErr(400, "InsufficientFreeAddressesInSubnet", "There are not enough free addresses in subnet '%s' to satisfy the requested number of instances.", aws.ToString(sn.SubnetId))
 	}
@@ -266,6 +290,7 @@ func (s *Server) launch(sp *launchSpec, im *image, cs catalog.Spec, now time.Tim
 	if in.capacityType == "" {
 		in.capacityType = catalog.CapacityTypeOnDemand
 	}
+	in.holdSlot(r, sp)
 	in.registerAt = in.runningAt.Add(s.faults.RegistrationLatency.Duration)
 	in.dnsName = privateDNSName(in.privateIP, s.opts.Region)
 	if in.capacityType == catalog.CapacityTypeSpot {
@@ -419,8 +444,6 @@ func (s *Server) render(in *instance) ec2types.Instance {
 		CurrentInstanceBootMode: ec2types.InstanceBootModeValuesUefi,
 		HibernationOptions:      &ec2types.HibernationOptions{Configured: aws.Bool(false)},
 		EnclaveOptions:          &ec2types.EnclaveOptions{Enabled: aws.Bool(false)},
-		CapacityReservationSpecification: &ec2types.CapacityReservationSpecificationResponse{
-			CapacityReservationPreference: ec2types.CapacityReservationPreferenceOpen},
 		PrivateDnsNameOptions: &ec2types.PrivateDnsNameOptionsResponse{HostnameType: ec2types.HostnameTypeIpName,
 			EnableResourceNameDnsARecord: aws.Bool(false), EnableResourceNameDnsAAAARecord: aws.Bool(false)},
 		MaintenanceOptions:    &ec2types.InstanceMaintenanceOptions{AutoRecovery: ec2types.InstanceAutoRecoveryStateDefault},
@@ -437,6 +460,7 @@ func (s *Server) render(in *instance) ec2types.Instance {
 		out.InstanceLifecycle = ec2types.InstanceLifecycleTypeSpot
 		out.SpotInstanceRequestId = aws.String(in.spotRequestID)
 	}
+	in.reservationView(&out)
 	if in.state != ec2types.InstanceStateNameTerminated {
 		out.NetworkInterfaces = []ec2types.InstanceNetworkInterface{{
 			NetworkInterfaceId: aws.String(in.eni), SubnetId: in.subnet.SubnetId, VpcId: in.subnet.VpcId,
@@ -567,6 +591,7 @@ func (s *Server) runInstances(rc *reqCtx, in *ec2.RunInstancesInput) (any, error
 			setTags(&sp.tags, ts.Tags)
 		}
 	}
+	sp.runReservationSpec(in)
 	if mo := in.InstanceMarketOptions; mo != nil && mo.MarketType == ec2types.MarketTypeSpot {
 		sp.capacityType = catalog.CapacityTypeSpot
 		if mo.SpotOptions != nil {
@@ -575,6 +600,9 @@ func (s *Server) runInstances(rc *reqCtx, in *ec2.RunInstancesInput) (any, error
 	}
 	im, cs, aerr := s.checkLaunch(sp)
 	if aerr != nil {
+		return nil, aerr
+	}
+	if sp.reservation, aerr = s.targetReservation(sp, ""); aerr != nil {
 		return nil, aerr
 	}
 	if err := dryRun(in); err != nil {
@@ -589,10 +617,17 @@ func (s *Server) runInstances(rc *reqCtx, in *ec2.RunInstancesInput) (any, error
 			return nil, apiErr(400, "SpotMaxPriceTooLow", "Your Spot request price of %s is lower than the minimum required Spot request fulfillment price of %s.", *sp.maxPrice, formatPrice(price))
 		}
 	}
-	if s.capacityFault(sp.instanceType, zoneOf(sp.subnet), sp.capacityType) {
+	// A reservation's capacity is held for it: capacity faults do not apply.
+	if sp.reservation == nil && s.capacityFault(sp.instanceType, zoneOf(sp.subnet), sp.capacityType) {
 		return nil, s.capacityError(sp)
 	}
 	n := maxC
+	if r := sp.reservation; r != nil {
+		if r.available < minC {
+			return nil, reservationFull(r)
+		}
+		n = min(n, r.available)
+	}
 	if free := aws.ToInt32(sp.subnet.AvailableIpAddressCount); free < n {
 		n = free
 	}
@@ -726,7 +761,8 @@ func (s *Server) createFleet(rc *reqCtx, in *ec2.CreateFleetInput) (any, error) 
 	switch tcs.DefaultTargetCapacityType {
 	case ec2types.DefaultTargetCapacityTypeSpot:
 		spotTarget = total
-	case ec2types.DefaultTargetCapacityTypeOnDemand, "":
+	case ec2types.DefaultTargetCapacityTypeOnDemand, "", ec2types.DefaultTargetCapacityTypeCapacityBlock:
+		// Capacity Block instances are On-Demand instances in a reservation.
 		odTarget = total
 	default:
 		return nil, apiErr(400, "InvalidParameterValue", "The simulator does not support capacity type %q.", tcs.DefaultTargetCapacityType)
@@ -751,9 +787,13 @@ func (s *Server) createFleet(rc *reqCtx, in *ec2.CreateFleetInput) (any, error) 
 		count int
 		im    *image
 		cs    catalog.Spec
+		res   *capacityReservation
 	}
 	var plans []plan
 	var errs []ec2types.CreateFleetError
+	// held counts the slots of each reservation the plans take, so pools sharing one stop at
+	// its available count.
+	held := map[*capacityReservation]int32{}
 	planType := func(ct string, target float64, minTarget int32) {
 		if target <= 0 {
 			return
@@ -769,10 +809,7 @@ func (s *Server) createFleet(rc *reqCtx, in *ec2.CreateFleetInput) (any, error) 
 			}
 			sp := p.spec
 			sp.capacityType = ct
-			lifecycle := ec2types.InstanceLifecycleOnDemand
-			if ct == catalog.CapacityTypeSpot {
-				lifecycle = ec2types.InstanceLifecycleSpot
-			}
+			lifecycle := fleetLifecycle(ct, tcs.DefaultTargetCapacityType)
 			fail := func(e *apiError) {
 				myErrs = append(myErrs, ec2types.CreateFleetError{ErrorCode: aws.String(e.Code), ErrorMessage: aws.String(e.Message),
 					Lifecycle: lifecycle, LaunchTemplateAndOverrides: &ec2types.LaunchTemplateAndOverridesResponse{
@@ -798,13 +835,23 @@ func (s *Server) createFleet(rc *reqCtx, in *ec2.CreateFleetInput) (any, error) 
 					continue
 				}
 			}
-			if s.capacityFault(sp.instanceType, zoneOf(sp.subnet), ct) {
+			res, rerr := s.targetReservation(&sp, tcs.DefaultTargetCapacityType)
+			if rerr != nil {
+				fail(rerr)
+				continue
+			}
+			// A reservation's capacity is held for it: capacity faults do not apply.
+			if res == nil && s.capacityFault(sp.instanceType, zoneOf(sp.subnet), ct) {
 				fail(s.capacityError(&sp))
 				continue
 			}
 			n := int((remaining + p.weight - 1e-9) / p.weight)
 			if n < 1 {
 				n = 1
+			}
+			if n, rerr = reservedCount(res, held, n); rerr != nil {
+				fail(rerr)
+				continue
 			}
 			if free := int(aws.ToInt32(sp.subnet.AvailableIpAddressCount)); free < n {
 				if free == 0 {
@@ -813,13 +860,17 @@ func (s *Server) createFleet(rc *reqCtx, in *ec2.CreateFleetInput) (any, error) 
 				}
 				n = free
 			}
-			mine = append(mine, plan{pool: p, ct: ct, count: n, im: im, cs: cs})
+			mine = append(mine, plan{pool: p, ct: ct, count: n, im: im, cs: cs, res: res})
+			held[res] += int32(n)
 			remaining -= float64(n) * p.weight
 			launched += float64(n) * p.weight
 		}
 		if minTarget > 0 && launched < float64(minTarget) {
 			myErrs = append(myErrs, ec2types.CreateFleetError{ErrorCode: aws.String("UnfulfillableCapacity"),
 				ErrorMessage: aws.String("Unable to fulfill capacity due to your request configuration. Please adjust your request and try again.")})
+			for _, pl := range mine {
+				held[pl.res] -= int32(pl.count)
+			}
 			mine = nil
 		}
 		plans = append(plans, mine...)
@@ -836,13 +887,10 @@ func (s *Server) createFleet(rc *reqCtx, in *ec2.CreateFleetInput) (any, error) 
 	planType(catalog.CapacityTypeSpot, spotTarget, spotMin)
 	for _, pl := range plans {
 		sp := pl.pool.spec
-		sp.capacityType = pl.ct
+		sp.capacityType, sp.reservation = pl.ct, pl.res
 		group := ec2types.CreateFleetInstance{InstanceType: ec2types.InstanceType(pl.cs.Name), LaunchTemplateAndOverrides: &ec2types.LaunchTemplateAndOverridesResponse{
 			LaunchTemplateSpecification: pl.pool.ltSpec, Overrides: pl.pool.override}}
-		group.Lifecycle = ec2types.InstanceLifecycleOnDemand
-		if pl.ct == catalog.CapacityTypeSpot {
-			group.Lifecycle = ec2types.InstanceLifecycleSpot
-		}
+		group.Lifecycle = fleetLifecycle(pl.ct, tcs.DefaultTargetCapacityType)
 		for i := 0; i < pl.count; i++ {
 			inst, err := s.launch(&sp, pl.im, pl.cs, rc.now)
 			if err != nil {
@@ -1008,7 +1056,7 @@ func (s *Server) describeInstances(rc *reqCtx, in *ec2.DescribeInstancesInput) (
 				if inst.capacityType == catalog.CapacityTypeSpot {
 					return []string{"spot"}, true
 				}
-				return nil, true
+				return inst.reservationFilter(name)
 			case "spot-instance-request-id":
 				return []string{inst.spotRequestID}, true
 			case "architecture":
@@ -1029,6 +1077,9 @@ func (s *Server) describeInstances(rc *reqCtx, in *ec2.DescribeInstancesInput) (
 				return nil, true
 			case "client-token":
 				return []string{inst.clientToken}, true
+			}
+			if v, ok := inst.reservationFilter(name); ok {
+				return v, true
 			}
 			return tagFilter(inst.tags, name)
 		})
@@ -1099,6 +1150,7 @@ func (s *Server) beginTermination(inst *instance, now time.Time, reason *ec2type
 		return
 	}
 	inst.state = ec2types.InstanceStateNameShuttingDown
+	s.st.releaseSlot(inst)
 	inst.terminateAt = now.Add(s.faults.TerminationLatency.Duration)
 	inst.stateReason = reason
 	inst.transition = transition
@@ -1106,9 +1158,10 @@ func (s *Server) beginTermination(inst *instance, now time.Time, reason *ec2type
 	s.st.emitStateChange(inst, now)
 }
 
-// advanceInstances finishes launches and terminations that are due. Call with s.mu.
+// advanceInstances finishes launches and terminations that are due, after the reservations'
+// dates (a Capacity Block near its end terminates its instances). Call with s.mu.
 func (st *state) advanceInstances(now time.Time) bool {
-	changed := false
+	changed := st.advanceReservations(now)
 	for _, id := range st.order {
 		inst := st.instances[id]
 		if inst == nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/karpool/karpool/testbed/awssim"
 	"github.com/karpool/karpool/testbed/localenv/localenvtest"
+	"github.com/karpool/karpool/testbed/must"
 )
 
 func TestMain(m *testing.M) { localenvtest.Main(m) }
@@ -59,21 +60,8 @@ func wantCode(t *testing.T, err error, code string) {
 	}
 }
 
-// res carries a call's result so tests can write try(c.Op(ctx, in)).ok(t).
-type res[T any] struct {
-	v   T
-	err error
-}
-
-func try[T any](v T, err error) res[T] { return res[T]{v, err} }
-
-func (r res[T]) ok(t *testing.T) T {
-	t.Helper()
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	return r.v
-}
+// try(c.Op(ctx, in)).OK(t) is the call's value, or the test stops.
+func try[T any](v T, err error) must.Result[T] { return must.Of(v, err) }
 
 func b64(s string) *string { return aws.String(base64.StdEncoding.EncodeToString([]byte(s))) }
 

@@ -58,7 +58,7 @@ func (nb *nodeBootstrapper) run(ctx context.Context) {
 	for {
 		nb.s.mu.Lock()
 		ch := nb.s.changed
-		specs := nb.desired(time.Now())
+		specs := nb.desired(nb.s.now())
 		nb.s.mu.Unlock()
 		nb.sync(ctx, specs)
 		select {

@@ -151,7 +151,7 @@ func (s *Server) newRequestID() string {
 }
 
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, body []byte) {
-	rc := &reqCtx{ctx: r.Context(), s: s, r: r, body: body, now: time.Now()}
+	rc := &reqCtx{ctx: r.Context(), s: s, r: r, body: body, now: s.now()}
 	rc.requestID = s.newRequestID()
 
 	auth, authErr := parseAuthorization(r)

@@ -26,7 +26,7 @@ func TestEC2Discovery(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	c := ec2.NewFromConfig(cfg)
 
-	azs := try(c.DescribeAvailabilityZones(ctx, &ec2.DescribeAvailabilityZonesInput{})).ok(t)
+	azs := try(c.DescribeAvailabilityZones(ctx, &ec2.DescribeAvailabilityZonesInput{})).OK(t)
 	var zones []string
 	for _, z := range azs.AvailabilityZones {
 		zones = append(zones, aws.ToString(z.ZoneName)+"="+aws.ToString(z.ZoneId))
@@ -35,7 +35,7 @@ func TestEC2Discovery(t *testing.T) {
 		t.Errorf("zones = %s", got)
 	}
 
-	subnets := try(c.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{filter("tag:karpenter.sh/discovery", "karpool")}})).ok(t)
+	subnets := try(c.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{filter("tag:karpenter.sh/discovery", "karpool")}})).OK(t)
 	if len(subnets.Subnets) != 3 {
 		t.Fatalf("discovered %d subnets, want 3", len(subnets.Subnets))
 	}
@@ -50,11 +50,11 @@ func TestEC2Discovery(t *testing.T) {
 		t.Errorf("subnets span %d zones, want 3", len(seen))
 	}
 	one := try(c.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{
-		filter("tag-key", "karpenter.sh/discovery"), filter("availability-zone", "us-east-1b")}})).ok(t)
+		filter("tag-key", "karpenter.sh/discovery"), filter("availability-zone", "us-east-1b")}})).OK(t)
 	if len(one.Subnets) != 1 || aws.ToString(one.Subnets[0].AvailabilityZone) != "us-east-1b" {
 		t.Errorf("zone filter: %+v", one.Subnets)
 	}
-	none := try(c.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{filter("tag:karpenter.sh/discovery", "other")}})).ok(t)
+	none := try(c.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{filter("tag:karpenter.sh/discovery", "other")}})).OK(t)
 	if len(none.Subnets) != 0 {
 		t.Errorf("other cluster's tag matched %d subnets", len(none.Subnets))
 	}
@@ -63,19 +63,19 @@ func TestEC2Discovery(t *testing.T) {
 	_, err = c.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{SubnetIds: []string{"subnet-0000000000000ffff"}})
 	wantCode(t, err, "InvalidSubnetID.NotFound")
 
-	sgs := try(c.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{filter("tag:karpenter.sh/discovery", "karpool")}})).ok(t)
+	sgs := try(c.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{filter("tag:karpenter.sh/discovery", "karpool")}})).OK(t)
 	if len(sgs.SecurityGroups) != 1 {
 		t.Fatalf("discovered %d security groups, want 1", len(sgs.SecurityGroups))
 	}
-	byName := try(c.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{filter("group-name", "eks-cluster-sg-*")}})).ok(t)
+	byName := try(c.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{filter("group-name", "eks-cluster-sg-*")}})).OK(t)
 	if len(byName.SecurityGroups) != 1 {
 		t.Errorf("group-name wildcard matched %d", len(byName.SecurityGroups))
 	}
-	vpcs := try(c.DescribeVpcs(ctx, &ec2.DescribeVpcsInput{})).ok(t)
+	vpcs := try(c.DescribeVpcs(ctx, &ec2.DescribeVpcsInput{})).OK(t)
 	if len(vpcs.Vpcs) != 1 || aws.ToString(vpcs.Vpcs[0].VpcId) != aws.ToString(subnets.Subnets[0].VpcId) {
 		t.Errorf("vpcs: %+v", vpcs.Vpcs)
 	}
-	regions := try(c.DescribeRegions(ctx, &ec2.DescribeRegionsInput{})).ok(t)
+	regions := try(c.DescribeRegions(ctx, &ec2.DescribeRegionsInput{})).OK(t)
 	if len(regions.Regions) != 1 || aws.ToString(regions.Regions[0].RegionName) != "us-east-1" {
 		t.Errorf("regions: %+v", regions.Regions)
 	}
@@ -96,12 +96,12 @@ func TestAMIsAndSSMParameters(t *testing.T) {
 		{"/aws/service/bottlerocket/aws-k8s-1.36-nvidia/x86_64/latest/image_id", "bottlerocket-aws-k8s-1.36-nvidia-x86_64-v1.50.0-", "x86_64"},
 		{"/aws/service/bottlerocket/aws-k8s-1.35/x86_64/1.49.0/image_id", "bottlerocket-aws-k8s-1.35-x86_64-v1.49.0-", "x86_64"},
 	} {
-		p := try(s.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(tc.param)})).ok(t)
+		p := try(s.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(tc.param)})).OK(t)
 		id := aws.ToString(p.Parameter.Value)
 		if !strings.HasPrefix(id, "ami-") || aws.ToString(p.Parameter.Name) != tc.param || p.Parameter.Type != "String" {
 			t.Fatalf("%s: %+v", tc.param, p.Parameter)
 		}
-		img := try(c.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: []string{id}})).ok(t)
+		img := try(c.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: []string{id}})).OK(t)
 		if len(img.Images) != 1 || !strings.HasPrefix(aws.ToString(img.Images[0].Name), tc.name) || string(img.Images[0].Architecture) != tc.arch {
 			t.Errorf("%s → %s: %+v", tc.param, id, img.Images)
 		}
@@ -110,21 +110,21 @@ func TestAMIsAndSSMParameters(t *testing.T) {
 	_, err := s.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String("/aws/service/eks/optimized-ami/1.36/amazon-linux-2/recommended/image_id")})
 	wantCode(t, err, "ParameterNotFound")
 	ps := try(s.GetParameters(ctx, &ssm.GetParametersInput{Names: []string{
-		"/aws/service/eks/optimized-ami/1.35/amazon-linux-2023/x86_64/standard/recommended/image_id", "/nope"}})).ok(t)
+		"/aws/service/eks/optimized-ami/1.35/amazon-linux-2023/x86_64/standard/recommended/image_id", "/nope"}})).OK(t)
 	if len(ps.Parameters) != 1 || len(ps.InvalidParameters) != 1 || ps.InvalidParameters[0] != "/nope" {
 		t.Errorf("GetParameters: %+v", ps)
 	}
 
 	imgs := try(c.DescribeImages(ctx, &ec2.DescribeImagesInput{Owners: []string{"amazon"},
-		Filters: []ec2types.Filter{filter("name", "amazon-eks-node-al2023-*-standard-1.36-*")}})).ok(t)
+		Filters: []ec2types.Filter{filter("name", "amazon-eks-node-al2023-*-standard-1.36-*")}})).OK(t)
 	if len(imgs.Images) != 4 {
 		t.Errorf("AL2023 standard 1.36 images: %d, want 4 (2 architectures × 2 releases)", len(imgs.Images))
 	}
-	self := try(c.DescribeImages(ctx, &ec2.DescribeImagesInput{Owners: []string{"self"}})).ok(t)
+	self := try(c.DescribeImages(ctx, &ec2.DescribeImagesInput{Owners: []string{"self"}})).OK(t)
 	if len(self.Images) != 1 || aws.ToBool(self.Images[0].Public) {
 		t.Errorf("self images: %+v", self.Images)
 	}
-	tagged := try(c.DescribeImages(ctx, &ec2.DescribeImagesInput{Filters: []ec2types.Filter{filter("tag:karpenter.sh/discovery", srv.ClusterName())}})).ok(t)
+	tagged := try(c.DescribeImages(ctx, &ec2.DescribeImagesInput{Filters: []ec2types.Filter{filter("tag:karpenter.sh/discovery", srv.ClusterName())}})).OK(t)
 	if len(tagged.Images) != 1 {
 		t.Errorf("tagged images: %d", len(tagged.Images))
 	}
@@ -151,14 +151,14 @@ func TestInstanceTypesOfferingsAndSpotPrices(t *testing.T) {
 	p := ec2.NewDescribeInstanceTypesPaginator(c, &ec2.DescribeInstanceTypesInput{Filters: []ec2types.Filter{
 		filter("processor-info.supported-architecture", "x86_64", "arm64"), filter("supported-virtualization-type", "hvm")}})
 	for p.HasMorePages() {
-		page := try(p.NextPage(ctx)).ok(t)
+		page := try(p.NextPage(ctx)).OK(t)
 		all = append(all, page.InstanceTypes...)
 		pages++
 	}
 	if len(all) != offered || pages < 2 {
 		t.Errorf("DescribeInstanceTypes returned %d types in %d pages, want %d types in several pages", len(all), pages, offered)
 	}
-	m5 := try(c.DescribeInstanceTypes(ctx, &ec2.DescribeInstanceTypesInput{InstanceTypes: []ec2types.InstanceType{"m5.large", "m6g.large", "g5.xlarge"}})).ok(t)
+	m5 := try(c.DescribeInstanceTypes(ctx, &ec2.DescribeInstanceTypesInput{InstanceTypes: []ec2types.InstanceType{"m5.large", "m6g.large", "g5.xlarge"}})).OK(t)
 	info := map[string]ec2types.InstanceTypeInfo{}
 	for _, it := range m5.InstanceTypes {
 		info[string(it.InstanceType)] = it
@@ -179,11 +179,11 @@ func TestInstanceTypesOfferingsAndSpotPrices(t *testing.T) {
 	wantCode(t, err, "InvalidInstanceType")
 
 	offs := try(c.DescribeInstanceTypeOfferings(ctx, &ec2.DescribeInstanceTypeOfferingsInput{
-		LocationType: ec2types.LocationTypeAvailabilityZone, Filters: []ec2types.Filter{filter("instance-type", "m5.large")}})).ok(t)
+		LocationType: ec2types.LocationTypeAvailabilityZone, Filters: []ec2types.Filter{filter("instance-type", "m5.large")}})).OK(t)
 	if len(offs.InstanceTypeOfferings) != 3 {
 		t.Errorf("m5.large offerings: %+v", offs.InstanceTypeOfferings)
 	}
-	regional := try(c.DescribeInstanceTypeOfferings(ctx, &ec2.DescribeInstanceTypeOfferingsInput{Filters: []ec2types.Filter{filter("instance-type", "m5.*")}})).ok(t)
+	regional := try(c.DescribeInstanceTypeOfferings(ctx, &ec2.DescribeInstanceTypeOfferingsInput{Filters: []ec2types.Filter{filter("instance-type", "m5.*")}})).OK(t)
 	for _, o := range regional.InstanceTypeOfferings {
 		if o.LocationType != ec2types.LocationTypeRegion || aws.ToString(o.Location) != "us-east-1" {
 			t.Fatalf("default location type: %+v", o)
@@ -191,7 +191,7 @@ func TestInstanceTypesOfferingsAndSpotPrices(t *testing.T) {
 	}
 
 	spot := try(c.DescribeSpotPriceHistory(ctx, &ec2.DescribeSpotPriceHistoryInput{
-		InstanceTypes: []ec2types.InstanceType{"m5.large"}, ProductDescriptions: []string{"Linux/UNIX"}, StartTime: aws.Time(time.Now())})).ok(t)
+		InstanceTypes: []ec2types.InstanceType{"m5.large"}, ProductDescriptions: []string{"Linux/UNIX"}, StartTime: aws.Time(time.Now())})).OK(t)
 	sp, _ := cat.Spec("m5.large")
 	if len(spot.SpotPriceHistory) != 3 {
 		t.Fatalf("spot prices: %+v", spot.SpotPriceHistory)
@@ -204,7 +204,7 @@ func TestInstanceTypesOfferingsAndSpotPrices(t *testing.T) {
 	n := 0
 	sph := ec2.NewDescribeSpotPriceHistoryPaginator(c, &ec2.DescribeSpotPriceHistoryInput{ProductDescriptions: []string{"Linux/UNIX"}})
 	for sph.HasMorePages() {
-		n += len(try(sph.NextPage(ctx)).ok(t).SpotPriceHistory)
+		n += len(try(sph.NextPage(ctx)).OK(t).SpotPriceHistory)
 	}
 	if n < 3*100 {
 		t.Errorf("spot price history has only %d entries", n)
@@ -217,33 +217,39 @@ func nodeRole(t *testing.T, cfg aws.Config) string {
 	ctx := testCtx(t, time.Minute)
 	c := iam.NewFromConfig(cfg)
 	try(c.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String("KarpenterNodeRole-karpool"),
-		AssumeRolePolicyDocument: aws.String(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}`)})).ok(t)
-	try(c.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: aws.String("karpool_node")})).ok(t)
-	try(c.AddRoleToInstanceProfile(ctx, &iam.AddRoleToInstanceProfileInput{InstanceProfileName: aws.String("karpool_node"), RoleName: aws.String("KarpenterNodeRole-karpool")})).ok(t)
+		AssumeRolePolicyDocument: aws.String(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}`)})).OK(t)
+	try(c.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: aws.String("karpool_node")})).OK(t)
+	try(c.AddRoleToInstanceProfile(ctx, &iam.AddRoleToInstanceProfileInput{InstanceProfileName: aws.String("karpool_node"), RoleName: aws.String("KarpenterNodeRole-karpool")})).OK(t)
 	return "karpool_node"
 }
 
 func al2023AMI(t *testing.T, cfg aws.Config, arch string) string {
 	t.Helper()
 	p := try(ssm.NewFromConfig(cfg).GetParameter(testCtx(t, time.Minute), &ssm.GetParameterInput{
-		Name: aws.String("/aws/service/eks/optimized-ami/1.36/amazon-linux-2023/" + arch + "/standard/recommended/image_id")})).ok(t)
+		Name: aws.String("/aws/service/eks/optimized-ami/1.36/amazon-linux-2023/" + arch + "/standard/recommended/image_id")})).OK(t)
 	return aws.ToString(p.Parameter.Value)
 }
 
 func discovered(t *testing.T, c *ec2.Client) ([]ec2types.Subnet, string) {
 	t.Helper()
 	ctx := testCtx(t, time.Minute)
-	sn := try(c.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{filter("tag:karpenter.sh/discovery", "karpool")}})).ok(t)
+	sn := try(c.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{filter("tag:karpenter.sh/discovery", "karpool")}})).OK(t)
 	sort.Slice(sn.Subnets, func(i, j int) bool {
 		return aws.ToString(sn.Subnets[i].AvailabilityZone) < aws.ToString(sn.Subnets[j].AvailabilityZone)
 	})
-	sg := try(c.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{filter("tag:karpenter.sh/discovery", "karpool")}})).ok(t)
+	sg := try(c.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{filter("tag:karpenter.sh/discovery", "karpool")}})).OK(t)
 	return sn.Subnets, aws.ToString(sg.SecurityGroups[0].GroupId)
 }
 
 func createLT(t *testing.T, c *ec2.Client, name, ami, sg, profile string) *ec2types.LaunchTemplate {
 	t.Helper()
-	out := try(c.CreateLaunchTemplate(testCtx(t, time.Minute), &ec2.CreateLaunchTemplateInput{
+	return createLTWith(t, c, name, ami, sg, profile, nil)
+}
+
+// createLTWith is createLT with the template data changed by edit (when not nil).
+func createLTWith(t *testing.T, c *ec2.Client, name, ami, sg, profile string, edit func(*ec2types.RequestLaunchTemplateData)) *ec2types.LaunchTemplate {
+	t.Helper()
+	in := &ec2.CreateLaunchTemplateInput{
 		LaunchTemplateName: aws.String(name),
 		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{
 			ImageId: aws.String(ami), UserData: b64(al2023UserData), SecurityGroupIds: []string{sg},
@@ -257,8 +263,11 @@ func createLT(t *testing.T, c *ec2.Client, name, ami, sg, profile string) *ec2ty
 		},
 		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate,
 			Tags: []ec2types.Tag{{Key: aws.String("karpenter.k8s.aws/cluster"), Value: aws.String("karpool")}}}},
-	})).ok(t)
-	return out.LaunchTemplate
+	}
+	if edit != nil {
+		edit(in.LaunchTemplateData)
+	}
+	return try(c.CreateLaunchTemplate(testCtx(t, time.Minute), in)).OK(t).LaunchTemplate
 }
 
 func waiterFast[T any](o *T) {}
@@ -282,14 +291,14 @@ func TestLaunchTemplatesAndInstances(t *testing.T) {
 		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{UserData: aws.String("not base64!")}})
 	wantCode(t, err, "InvalidUserData.Malformed")
 
-	byTag := try(c.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{Filters: []ec2types.Filter{filter("tag:karpenter.k8s.aws/cluster", "karpool")}})).ok(t)
+	byTag := try(c.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{Filters: []ec2types.Filter{filter("tag:karpenter.k8s.aws/cluster", "karpool")}})).OK(t)
 	if len(byTag.LaunchTemplates) != 1 || aws.ToString(byTag.LaunchTemplates[0].LaunchTemplateName) != "karpool/default-abc123" {
 		t.Errorf("launch templates by tag: %+v", byTag.LaunchTemplates)
 	}
 	_, err = c.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{"nope"}})
 	wantCode(t, err, "InvalidLaunchTemplateName.NotFoundException")
 	vers := try(c.DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{
-		LaunchTemplateId: lt.LaunchTemplateId, Versions: []string{"$Latest"}})).ok(t)
+		LaunchTemplateId: lt.LaunchTemplateId, Versions: []string{"$Latest"}})).OK(t)
 	data := vers.LaunchTemplateVersions[0].LaunchTemplateData
 	if aws.ToString(data.UserData) != aws.ToString(b64(al2023UserData)) || data.MetadataOptions.HttpTokens != "required" ||
 		aws.ToInt32(data.BlockDeviceMappings[0].Ebs.VolumeSize) != 20 || aws.ToString(data.IamInstanceProfile.Name) != profile ||
@@ -303,8 +312,8 @@ func TestLaunchTemplatesAndInstances(t *testing.T) {
 		LaunchTemplate: &ec2types.LaunchTemplateSpecification{LaunchTemplateId: lt.LaunchTemplateId, Version: aws.String("$Latest")},
 		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance,
 			Tags: []ec2types.Tag{{Key: aws.String("Name"), Value: aws.String("default-xyz")}}}}}
-	res := try(c.RunInstances(ctx, run)).ok(t)
-	again := try(c.RunInstances(ctx, run)).ok(t)
+	res := try(c.RunInstances(ctx, run)).OK(t)
+	again := try(c.RunInstances(ctx, run)).OK(t)
 	inst := res.Instances[0]
 	id := aws.ToString(inst.InstanceId)
 	if id != "i-00000000000000001" || aws.ToString(again.Instances[0].InstanceId) != id || len(srv.Instances()) != 1 {
@@ -326,22 +335,22 @@ func TestLaunchTemplatesAndInstances(t *testing.T) {
 		{filter("tag:Name", "default-*")},
 		{filter("tag:aws:ec2launchtemplate:id", aws.ToString(lt.LaunchTemplateId))},
 	} {
-		d := try(c.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: f})).ok(t)
+		d := try(c.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: f})).OK(t)
 		if len(d.Reservations) != 1 || aws.ToString(d.Reservations[0].Instances[0].InstanceId) != id {
 			t.Errorf("filters %v: %+v", aws.ToString(f[0].Name), d.Reservations)
 		}
 	}
-	d := try(c.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{filter("instance-state-name", "terminated")}})).ok(t)
+	d := try(c.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{filter("instance-state-name", "terminated")}})).OK(t)
 	if len(d.Reservations) != 0 {
 		t.Errorf("terminated filter matched %d", len(d.Reservations))
 	}
 
-	try(c.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{id}, Tags: []ec2types.Tag{{Key: aws.String("karpenter.sh/nodeclaim"), Value: aws.String("default-xyz")}}})).ok(t)
+	try(c.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{id}, Tags: []ec2types.Tag{{Key: aws.String("karpenter.sh/nodeclaim"), Value: aws.String("default-xyz")}}})).OK(t)
 	_, err = c.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{id}, Tags: []ec2types.Tag{{Key: aws.String("aws:reserved"), Value: aws.String("x")}}})
 	wantCode(t, err, "InvalidParameterValue")
 	_, err = c.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{"i-0000000000000ffff"}, Tags: []ec2types.Tag{{Key: aws.String("a"), Value: aws.String("b")}}})
 	wantCode(t, err, "InvalidInstanceID.NotFound")
-	tagged := try(c.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})).ok(t)
+	tagged := try(c.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})).OK(t)
 	if v := tagValue(tagged.Reservations[0].Instances[0].Tags, "karpenter.sh/nodeclaim"); v != "default-xyz" {
 		t.Errorf("nodeclaim tag %q", v)
 	}
@@ -361,7 +370,7 @@ func TestLaunchTemplatesAndInstances(t *testing.T) {
 	_, err = c.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}, DryRun: aws.Bool(true)})
 	wantCode(t, err, "DryRunOperation")
 
-	term := try(c.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}})).ok(t)
+	term := try(c.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}})).OK(t)
 	if s := term.TerminatingInstances[0]; s.PreviousState.Name != "running" || s.CurrentState.Name != "shutting-down" {
 		t.Errorf("termination %+v %+v", s.PreviousState, s.CurrentState)
 	}
@@ -371,12 +380,12 @@ func TestLaunchTemplatesAndInstances(t *testing.T) {
 	if err := tw.Wait(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	gone := try(c.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})).ok(t)
+	gone := try(c.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})).OK(t)
 	if r := gone.Reservations[0].Instances[0].StateReason; r == nil || aws.ToString(r.Code) != "Client.UserInitiatedShutdown" {
 		t.Errorf("state reason %+v", r)
 	}
 
-	try(c.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateName: aws.String("karpool/default-abc123")})).ok(t)
+	try(c.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateName: aws.String("karpool/default-abc123")})).OK(t)
 	_, err = c.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateIds: []string{aws.ToString(lt.LaunchTemplateId)}})
 	wantCode(t, err, "InvalidLaunchTemplateId.NotFound")
 	_, err = c.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateName: aws.String("karpool/default-abc123")})
@@ -428,16 +437,16 @@ func TestCreateFleet(t *testing.T) {
 	// On-demand lowest price: the cheapest type of the overrides (m5.large at $0.096).
 	in := fleetInput(lt.LaunchTemplateId, ec2types.DefaultTargetCapacityTypeOnDemand, 1, fleetOverrides(subnets, "m5.2xlarge", "m5.xlarge", "m5.large"))
 	in.ClientToken = aws.String("fleet-token")
-	out := try(c.CreateFleet(ctx, in)).ok(t)
+	out := try(c.CreateFleet(ctx, in)).OK(t)
 	if len(out.Instances) != 1 || out.Instances[0].InstanceType != "m5.large" || out.Instances[0].Lifecycle != ec2types.InstanceLifecycleOnDemand ||
 		len(out.Instances[0].InstanceIds) != 1 || len(out.Errors) != 0 || !strings.HasPrefix(aws.ToString(out.FleetId), "fleet-") {
 		t.Fatalf("fleet: %+v errors %+v", out.Instances, out.Errors)
 	}
-	again := try(c.CreateFleet(ctx, in)).ok(t)
+	again := try(c.CreateFleet(ctx, in)).OK(t)
 	if again.Instances[0].InstanceIds[0] != out.Instances[0].InstanceIds[0] || len(srv.Instances()) != 1 {
 		t.Errorf("retrying with the same client token launched again")
 	}
-	d := try(c.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: out.Instances[0].InstanceIds})).ok(t)
+	d := try(c.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: out.Instances[0].InstanceIds})).OK(t)
 	inst := d.Reservations[0].Instances[0]
 	if tagValue(inst.Tags, "aws:ec2:fleet-id") != aws.ToString(out.FleetId) || tagValue(inst.Tags, "karpenter.sh/nodeclaim") != "default-abc" ||
 		tagValue(inst.Tags, "karpenter.sh/nodepool") != "default" || inst.InstanceLifecycle != "" {
@@ -447,7 +456,7 @@ func TestCreateFleet(t *testing.T) {
 	// m5.large has no on-demand capacity anywhere: the next cheapest type launches, and the
 	// fleet reports the pools it tried.
 	srv.SetFaults(awssim.Faults{InsufficientCapacity: []awssim.CapacityFault{{InstanceType: "m5.large", CapacityType: "on-demand"}}})
-	out = try(c.CreateFleet(ctx, fleetInput(lt.LaunchTemplateId, ec2types.DefaultTargetCapacityTypeOnDemand, 1, fleetOverrides(subnets, "m5.large", "m5.xlarge")))).ok(t)
+	out = try(c.CreateFleet(ctx, fleetInput(lt.LaunchTemplateId, ec2types.DefaultTargetCapacityTypeOnDemand, 1, fleetOverrides(subnets, "m5.large", "m5.xlarge")))).OK(t)
 	if len(out.Instances) != 1 || out.Instances[0].InstanceType != "m5.xlarge" || len(out.Errors) != 3 {
 		t.Fatalf("fallback: %+v errors %+v", out.Instances, out.Errors)
 	}
@@ -459,12 +468,12 @@ func TestCreateFleet(t *testing.T) {
 	}
 	// Spot is unaffected by an on-demand capacity fault; price-capacity-optimized takes the cheapest zone.
 	srv.SetSpotPrice("m5.large", "us-east-1b", 0.02)
-	out = try(c.CreateFleet(ctx, fleetInput(lt.LaunchTemplateId, ec2types.DefaultTargetCapacityTypeSpot, 2, fleetOverrides(subnets, "m5.large", "c5.large")))).ok(t)
+	out = try(c.CreateFleet(ctx, fleetInput(lt.LaunchTemplateId, ec2types.DefaultTargetCapacityTypeSpot, 2, fleetOverrides(subnets, "m5.large", "c5.large")))).OK(t)
 	if len(out.Instances) != 1 || out.Instances[0].Lifecycle != ec2types.InstanceLifecycleSpot || len(out.Instances[0].InstanceIds) != 2 ||
 		aws.ToString(out.Instances[0].LaunchTemplateAndOverrides.Overrides.SubnetId) != aws.ToString(subnets[1].SubnetId) {
 		t.Fatalf("spot fleet: %+v", out.Instances)
 	}
-	d = try(c.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: out.Instances[0].InstanceIds})).ok(t)
+	d = try(c.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: out.Instances[0].InstanceIds})).OK(t)
 	for _, r := range d.Reservations {
 		if i := r.Instances[0]; i.InstanceLifecycle != ec2types.InstanceLifecycleTypeSpot || !strings.HasPrefix(aws.ToString(i.SpotInstanceRequestId), "sir-") {
 			t.Errorf("spot instance %+v", i)
@@ -472,18 +481,18 @@ func TestCreateFleet(t *testing.T) {
 	}
 	// Nothing anywhere: no instances, one error per pool tried.
 	srv.SetFaults(awssim.Faults{InsufficientCapacity: []awssim.CapacityFault{{}}})
-	out = try(c.CreateFleet(ctx, fleetInput(lt.LaunchTemplateId, ec2types.DefaultTargetCapacityTypeOnDemand, 1, fleetOverrides(subnets, "m5.large")))).ok(t)
+	out = try(c.CreateFleet(ctx, fleetInput(lt.LaunchTemplateId, ec2types.DefaultTargetCapacityTypeOnDemand, 1, fleetOverrides(subnets, "m5.large")))).OK(t)
 	if len(out.Instances) != 0 || len(out.Errors) != 3 {
 		t.Errorf("no capacity: %+v %+v", out.Instances, out.Errors)
 	}
 	srv.SetFaults(awssim.Faults{})
 	// A missing launch template is reported per override.
-	out = try(c.CreateFleet(ctx, fleetInput(aws.String("lt-0000000000000ffff"), ec2types.DefaultTargetCapacityTypeOnDemand, 1, fleetOverrides(subnets[:1], "m5.large")))).ok(t)
+	out = try(c.CreateFleet(ctx, fleetInput(aws.String("lt-0000000000000ffff"), ec2types.DefaultTargetCapacityTypeOnDemand, 1, fleetOverrides(subnets[:1], "m5.large")))).OK(t)
 	if len(out.Instances) != 0 || len(out.Errors) != 1 || aws.ToString(out.Errors[0].ErrorCode) != "InvalidLaunchTemplateId.NotFound" {
 		t.Errorf("missing launch template: %+v", out.Errors)
 	}
 	// Several instances in one request.
-	out = try(c.CreateFleet(ctx, fleetInput(lt.LaunchTemplateId, ec2types.DefaultTargetCapacityTypeOnDemand, 3, fleetOverrides(subnets, "c5.large")))).ok(t)
+	out = try(c.CreateFleet(ctx, fleetInput(lt.LaunchTemplateId, ec2types.DefaultTargetCapacityTypeOnDemand, 3, fleetOverrides(subnets, "c5.large")))).OK(t)
 	if len(out.Instances) != 1 || len(out.Instances[0].InstanceIds) != 3 {
 		t.Errorf("3 instances: %+v", out.Instances)
 	}

@@ -132,7 +132,7 @@ func TestErrorAndLatencyFaults(t *testing.T) {
 	_, err = c.DescribeVpcs(ctx, &ec2.DescribeVpcsInput{})
 	wantCode(t, err, "InternalError")
 	start := time.Now()
-	try(c.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{})).ok(t)
+	try(c.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{})).OK(t)
 	if d := time.Since(start); d < 300*time.Millisecond {
 		t.Errorf("latency fault: call took %v", d)
 	}
@@ -142,29 +142,29 @@ func TestErrorAndLatencyFaults(t *testing.T) {
 	profile := nodeRole(t, cfg)
 	subnets, sg := discovered(t, c)
 	lt := createLT(t, c, "latency", al2023AMI(t, cfg, "x86_64"), sg, profile)
-	out := try(c.CreateFleet(ctx, fleetInput(lt.LaunchTemplateId, ec2types.DefaultTargetCapacityTypeOnDemand, 1, fleetOverrides(subnets, "m5.large")))).ok(t)
+	out := try(c.CreateFleet(ctx, fleetInput(lt.LaunchTemplateId, ec2types.DefaultTargetCapacityTypeOnDemand, 1, fleetOverrides(subnets, "m5.large")))).OK(t)
 	id := out.Instances[0].InstanceIds[0]
 	state := func() string {
-		d := try(c.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})).ok(t)
+		d := try(c.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})).OK(t)
 		return string(d.Reservations[0].Instances[0].State.Name)
 	}
 	if s := state(); s != "pending" {
 		t.Errorf("right after launch: %s", s)
 	}
 	eventually(t, 10*time.Second, "running after the launch latency", func() bool { return state() == "running" })
-	try(c.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}})).ok(t)
+	try(c.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}})).OK(t)
 	if s := state(); s != "shutting-down" {
 		t.Errorf("right after terminate: %s", s)
 	}
 	eventually(t, 10*time.Second, "terminated after the termination latency", func() bool { return state() == "terminated" })
 	// AWS terminates an instance on its own.
-	out = try(c.CreateFleet(ctx, fleetInput(lt.LaunchTemplateId, ec2types.DefaultTargetCapacityTypeOnDemand, 1, fleetOverrides(subnets, "m5.large")))).ok(t)
+	out = try(c.CreateFleet(ctx, fleetInput(lt.LaunchTemplateId, ec2types.DefaultTargetCapacityTypeOnDemand, 1, fleetOverrides(subnets, "m5.large")))).OK(t)
 	id = out.Instances[0].InstanceIds[0]
 	srv.SetFaults(awssim.Faults{})
 	if err := srv.TerminateByAWS(id); err != nil {
 		t.Fatal(err)
 	}
-	d := try(c.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})).ok(t)
+	d := try(c.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})).OK(t)
 	if i := d.Reservations[0].Instances[0]; aws.ToString(i.StateReason.Code) != "Server.InternalError" {
 		t.Errorf("AWS termination: %+v", i.StateReason)
 	}
@@ -207,13 +207,13 @@ func TestAuthentication(t *testing.T) {
 	}
 
 	// Signed with the right key: every protocol verifies, including escaped REST paths.
-	try(ec2.NewFromConfig(cfg).DescribeVpcs(ctx, &ec2.DescribeVpcsInput{})).ok(t)
-	role := try(iam.NewFromConfig(cfg).CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String("r"), AssumeRolePolicyDocument: aws.String(ec2Trust)})).ok(t).Role
-	try(sqs.NewFromConfig(cfg).ListQueues(ctx, &sqs.ListQueuesInput{})).ok(t)
-	try(sts.NewFromConfig(cfg).GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})).ok(t)
+	try(ec2.NewFromConfig(cfg).DescribeVpcs(ctx, &ec2.DescribeVpcsInput{})).OK(t)
+	role := try(iam.NewFromConfig(cfg).CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String("r"), AssumeRolePolicyDocument: aws.String(ec2Trust)})).OK(t).Role
+	try(sqs.NewFromConfig(cfg).ListQueues(ctx, &sqs.ListQueuesInput{})).OK(t)
+	try(sts.NewFromConfig(cfg).GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})).OK(t)
 	ek := eks.NewFromConfig(cfg)
-	try(ek.CreateAccessEntry(ctx, &eks.CreateAccessEntryInput{ClusterName: aws.String("karpool"), PrincipalArn: role.Arn})).ok(t)
-	try(ek.DescribeAccessEntry(ctx, &eks.DescribeAccessEntryInput{ClusterName: aws.String("karpool"), PrincipalArn: role.Arn})).ok(t)
+	try(ek.CreateAccessEntry(ctx, &eks.CreateAccessEntryInput{ClusterName: aws.String("karpool"), PrincipalArn: role.Arn})).OK(t)
+	try(ek.DescribeAccessEntry(ctx, &eks.DescribeAccessEntryInput{ClusterName: aws.String("karpool"), PrincipalArn: role.Arn})).OK(t)
 
 	bad := cfg.Copy()
 	bad.Credentials = credentials.NewStaticCredentialsProvider("AKIDGOOD", "wrong", "")
@@ -265,7 +265,7 @@ func TestAdminAPI(t *testing.T) {
 		t.Errorf("unknown fault field accepted: %d", code)
 	}
 	srv.SetFaults(awssim.Faults{})
-	try(ec2.NewFromConfig(cfg).DescribeVpcs(testCtx(t, time.Minute), &ec2.DescribeVpcsInput{})).ok(t)
+	try(ec2.NewFromConfig(cfg).DescribeVpcs(testCtx(t, time.Minute), &ec2.DescribeVpcsInput{})).OK(t)
 	code, body := get("state")
 	var st awssim.StateInfo
 	if err := json.Unmarshal([]byte(body), &st); code != 200 || err != nil || st.AccountID != "111122223333" || st.ClusterName != "karpool" {

@@ -114,7 +114,7 @@ func forceBodyCloseRace(t *testing.T, wrap func(aws.HTTPClient) aws.HTTPClient) 
 	}))
 	c := ec2.NewFromConfig(cfg)
 	// A first call opens the connection the raced call reuses.
-	try(c.DescribeAvailabilityZones(ctx, &ec2.DescribeAvailabilityZonesInput{})).ok(t)
+	try(c.DescribeAvailabilityZones(ctx, &ec2.DescribeAvailabilityZonesInput{})).OK(t)
 
 	wrote := make(chan error, 1)
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) { wrote <- i.Err }})

@@ -67,6 +67,12 @@ type Options struct {
 	Catalog *catalog.Catalog
 	// Logf receives one line per notable event (launches, terminations, faults, node bootstrap).
 	Logf func(format string, args ...any)
+	// Clock, when set, is the simulator's time (default time.Now): request times, launches and
+	// terminations, reservation start and end dates, message visibility. Tests move it forward
+	// to reach a date (a capacity block's end) without waiting. It must not go backwards; the
+	// ticker still runs every 100 ms of real time, and SQS long polls wait at most their
+	// WaitTimeSeconds of real time.
+	Clock func() time.Time
 }
 
 // Server is a running simulator.
@@ -134,6 +140,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
 	}
 	cat := opts.Catalog
 	if cat == nil {
@@ -277,7 +286,7 @@ func (s *Server) ticker() {
 			return
 		case <-t.C:
 			s.mu.Lock()
-			if s.st.advance(time.Now()) {
+			if s.st.advance(s.now()) {
 				s.notify()
 			}
 			s.mu.Unlock()
@@ -286,6 +295,9 @@ func (s *Server) ticker() {
 }
 
 func (s *Server) logf(format string, args ...any) { s.opts.Logf("awssim: "+format, args...) }
+
+// now is the simulator's time (Options.Clock).
+func (s *Server) now() time.Time { return s.opts.Clock() }
 
 // ServeHTTP implements http.Handler: the AWS APIs at /, the admin API under /_awssim/.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -488,8 +488,10 @@ func (s *Server) sqsReceiveMessage(rc *reqCtx, in *sqsReceiveMessageInput) (any,
 		wait = int(*in.WaitTimeSeconds)
 	}
 	deadline := rc.now.Add(time.Duration(wait) * time.Second)
+	// The poll also ends after its wait in real time: Options.Clock may run slower than it.
+	realDeadline := time.Now().Add(time.Duration(wait) * time.Second)
 	for {
-		now := time.Now()
+		now := s.now()
 		// The queue may have been deleted while we waited.
 		if s.st.queues[q.name] != q {
 			s.mu.Unlock()
@@ -517,14 +519,14 @@ func (s *Server) sqsReceiveMessage(rc *reqCtx, in *sqsReceiveMessageInput) (any,
 			s.mu.Unlock()
 			return &sqs.ReceiveMessageOutput{Messages: got}, nil
 		}
-		if !now.Before(deadline) {
+		if !now.Before(deadline) || !time.Now().Before(realDeadline) {
 			s.mu.Unlock()
 			return &sqs.ReceiveMessageOutput{}, nil
 		}
 		ch := s.changed
 		q.waiting++
 		s.mu.Unlock()
-		t := time.NewTimer(time.Until(next) + 5*time.Millisecond)
+		t := time.NewTimer(min(next.Sub(now), time.Until(realDeadline)) + 5*time.Millisecond)
 		var cancelled error
 		closed := false
 		select {

@@ -64,6 +64,8 @@ type state struct {
 	instances map[string]*instance
 	order     []string // instance ids in launch order
 	tokens    map[string]any
+	// reservations are the capacity reservations (ODCRs and Capacity Blocks) by id.
+	reservations map[string]*capacityReservation
 
 	iam    iamState
 	queues map[string]*queue // by name
@@ -86,6 +88,7 @@ func newState(s *Server) *state {
 		params:        map[string]*ssmParam{},
 		lts:           map[string]*launchTemplate{},
 		instances:     map[string]*instance{},
+		reservations:  map[string]*capacityReservation{},
 		tokens:        map[string]any{},
 		queues:        map[string]*queue{},
 		deletedQueues: map[string]time.Time{},
@@ -355,6 +358,9 @@ func (st *state) taggable(id string) (*[]ec2types.Tag, bool) {
 	}
 	if aws.ToString(st.vpc.VpcId) == id {
 		return &st.vpc.Tags, true
+	}
+	if r, ok := st.reservations[id]; ok {
+		return &r.tags, true
 	}
 	return nil, false
 }

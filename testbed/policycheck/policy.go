@@ -2,8 +2,8 @@
 // least-privilege controller policy, the very document the AWS prerequisites render
 // (prereq.ControllerPolicy): tests run karpool's AWS code against the simulator and hand
 // srv.Calls() to Check. Each request becomes the authorizations IAM would evaluate for it (a
-// CreateFleet needs the launch template, the tags of everything it creates, tagging at creation
-// and iam:PassRole of the profile's role), with the condition keys IAM would see, and each is
+// CreateFleet needs the launch template, the capacity reservation it targets, the tags of
+// everything it creates, tagging at creation and iam:PassRole of the profile's role), with the condition keys IAM would see, and each is
 // decided against the policy's statements (internal/iampolicy). Resource tags are learnt by
 // replaying the recorded requests and responses in order.
 package policycheck
@@ -48,11 +48,25 @@ func (v Violation) String() string {
 // Check returns the recorded requests (signed with p.AccessKeyID when set) that the controller
 // policy does not allow, in order.
 func Check(p Params, calls []awssim.Call) []Violation {
+	return CheckPolicy(p, ControllerPolicy(p), calls)
+}
+
+// ControllerPolicy is the controller policy Check decides against: prereq.ControllerPolicy
+// rendered with p.
+func ControllerPolicy(p Params) iampolicy.Document {
 	if p.AccountID == "" {
 		p.AccountID = awssim.DefaultAccountID
 	}
-	policy := prereq.ControllerPolicy(prereq.Settings{ClusterName: p.ClusterName, Region: p.Region, AccountID: p.AccountID,
+	return prereq.ControllerPolicy(prereq.Settings{ClusterName: p.ClusterName, Region: p.Region, AccountID: p.AccountID,
 		NodeRole: p.NodeRole, InterruptionQueue: p.InterruptionQueue}, []string{p.NodeRole})
+}
+
+// CheckPolicy is Check against another policy document (a changed controller policy: tests show
+// which of its statements a request needs).
+func CheckPolicy(p Params, policy iampolicy.Document, calls []awssim.Call) []Violation {
+	if p.AccountID == "" {
+		p.AccountID = awssim.DefaultAccountID
+	}
 	s := newState(p)
 	var out []Violation
 	for _, c := range calls {

@@ -1,17 +1,22 @@
 package policycheck
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
+	"github.com/karpool/karpool/internal/iampolicy"
 	"github.com/karpool/karpool/testbed/awssim"
+	"github.com/karpool/karpool/testbed/must"
 )
 
 var params = Params{ClusterName: "c1", Region: "us-east-1", NodeRole: "KarpenterNodeRole-c1", AccessKeyID: "CONTROLLER"}
@@ -138,3 +143,130 @@ func TestViolations(t *testing.T) {
 		})
 	}
 }
+
+// withoutReservations is the controller policy without the capacity-reservation resource of
+// its launch statement.
+func withoutReservations(p Params) iampolicy.Document {
+	doc := ControllerPolicy(p)
+	for i, st := range doc.Statement {
+		var kept iampolicy.Strings
+		for _, r := range st.Resource {
+			if !strings.Contains(r, ":capacity-reservation/") {
+				kept = append(kept, r)
+			}
+		}
+		doc.Statement[i].Resource = kept
+	}
+	return doc
+}
+
+// reservedSequence is launchSequence with the template targeting a capacity reservation (as
+// Karpenter writes it for reserved capacity) that DescribeCapacityReservations showed, owned by
+// owner.
+func reservedSequence(owner string) []awssim.Call {
+	cs := launchSequence()
+	lt := cs[3].Input.(*ec2.CreateLaunchTemplateInput)
+	lt.LaunchTemplateData.CapacityReservationSpecification = &ec2types.LaunchTemplateCapacityReservationSpecificationRequest{
+		CapacityReservationPreference: ec2types.CapacityReservationPreferenceCapacityReservationsOnly,
+		CapacityReservationTarget:     &ec2types.CapacityReservationTarget{CapacityReservationId: aws.String("cr-00000000000000001")}}
+	describe := call("ec2", "DescribeCapacityReservations", &ec2.DescribeCapacityReservationsInput{},
+		&ec2.DescribeCapacityReservationsOutput{CapacityReservations: []ec2types.CapacityReservation{{
+			CapacityReservationId: aws.String("cr-00000000000000001"), OwnerId: aws.String(owner)}}})
+	return append(cs[:4], append([]awssim.Call{describe}, cs[4:]...)...)
+}
+
+func TestTargetedLaunchNeedsTheReservation(t *testing.T) {
+	if v := Check(params, reservedSequence("111122223333")); len(v) != 0 {
+		t.Fatalf("violations of the controller policy: %v", v)
+	}
+	// Without the capacity-reservation resource the untargeted launch still passes, the
+	// targeted one is denied on the reservation (in its owner's account when shared).
+	if v := CheckPolicy(params, withoutReservations(params), launchSequence()); len(v) != 0 {
+		t.Fatalf("untargeted launch: %v", v)
+	}
+	for _, owner := range []string{"111122223333", "444455556666"} {
+		vs := CheckPolicy(params, withoutReservations(params), reservedSequence(owner))
+		want := "ec2:CreateFleet on arn:aws:ec2:us-east-1:" + owner + ":capacity-reservation/cr-00000000000000001 is denied"
+		if len(vs) != 1 || vs[0].Call.Action != "CreateFleet" || !strings.Contains(vs[0].String(), want) {
+			t.Errorf("owner %s: violations %v, want one: %s", owner, vs, want)
+		}
+	}
+	// RunInstances names the reservation in the request, over its template's.
+	run := call("ec2", "RunInstances", &ec2.RunInstancesInput{MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
+		LaunchTemplate: &ec2types.LaunchTemplateSpecification{LaunchTemplateId: aws.String("lt-1")},
+		CapacityReservationSpecification: &ec2types.CapacityReservationSpecification{
+			CapacityReservationTarget: &ec2types.CapacityReservationTarget{CapacityReservationId: aws.String("cr-00000000000000002")}},
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: "instance", Tags: ec2Tags(clusterTags...)},
+			{ResourceType: "volume", Tags: ec2Tags(clusterTags...)}}}, &ec2.RunInstancesOutput{})
+	vs := CheckPolicy(params, withoutReservations(params), append(reservedSequence("111122223333")[:5], run))
+	if len(vs) != 1 || !strings.Contains(vs[0].String(), "capacity-reservation/cr-00000000000000002 is denied") {
+		t.Errorf("RunInstances with its own target: %v", vs)
+	}
+}
+
+// The same through the simulator: the requests the real SDK sent for a targeted CreateFleet
+// pass the controller policy, and need its capacity-reservation resource.
+func TestTargetedFleetThroughTheSimulator(t *testing.T) {
+	srv, err := awssim.Start(awssim.Options{ClusterName: "c1", Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, controller := srv.AWSConfig(), srv.AWSConfig()
+	controller.Credentials = credentials.NewStaticCredentialsProvider("CONTROLLER", "secret", "")
+	cr, err := srv.AddCapacityReservation(awssim.CapacityReservationSpec{InstanceType: "m5.large", AvailabilityZone: "us-east-1a", TotalInstanceCount: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ami, sg, subnet := simSetup(t, ctx, admin)
+	c := ec2.NewFromConfig(controller)
+	try(c.DescribeCapacityReservations(ctx, &ec2.DescribeCapacityReservationsInput{CapacityReservationIds: []string{cr}})).OK(t)
+	lt := try(c.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{LaunchTemplateName: aws.String("karpool/reserved"),
+		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String(ami), SecurityGroupIds: []string{sg},
+			IamInstanceProfile: &ec2types.LaunchTemplateIamInstanceProfileSpecificationRequest{Name: aws.String("c1_profile")},
+			CapacityReservationSpecification: &ec2types.LaunchTemplateCapacityReservationSpecificationRequest{
+				CapacityReservationPreference: ec2types.CapacityReservationPreferenceCapacityReservationsOnly,
+				CapacityReservationTarget:     &ec2types.CapacityReservationTarget{CapacityReservationId: aws.String(cr)}},
+			TagSpecifications: []ec2types.LaunchTemplateTagSpecificationRequest{{ResourceType: "network-interface", Tags: ec2Tags(clusterTags...)}}},
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: "launch-template", Tags: ec2Tags(clusterTags...)}}})).OK(t)
+	tags := ec2Tags(append(clusterTags, "karpenter.sh/nodeclaim", "default-1")...)
+	out := try(c.CreateFleet(ctx, &ec2.CreateFleetInput{Type: ec2types.FleetTypeInstant,
+		LaunchTemplateConfigs: []ec2types.FleetLaunchTemplateConfigRequest{{
+			LaunchTemplateSpecification: &ec2types.FleetLaunchTemplateSpecificationRequest{LaunchTemplateId: lt.LaunchTemplate.LaunchTemplateId, Version: aws.String("$Latest")},
+			Overrides:                   []ec2types.FleetLaunchTemplateOverridesRequest{{InstanceType: "m5.large", SubnetId: aws.String(subnet)}}}},
+		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{DefaultTargetCapacityType: "on-demand", TotalTargetCapacity: aws.Int32(1)},
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: "instance", Tags: tags}, {ResourceType: "volume", Tags: tags},
+			{ResourceType: "fleet", Tags: tags}}})).OK(t)
+	if len(out.Instances) != 1 || len(out.Errors) != 0 {
+		t.Fatalf("targeted fleet: %+v errors %+v", out.Instances, out.Errors)
+	}
+	if v := Check(params, srv.Calls()); len(v) != 0 {
+		t.Fatalf("violations: %v", v)
+	}
+	vs := CheckPolicy(params, withoutReservations(params), srv.Calls())
+	if len(vs) != 1 || vs[0].Call.Action != "CreateFleet" || !strings.Contains(vs[0].String(), "capacity-reservation/"+cr+" is denied") {
+		t.Errorf("without the capacity-reservation resource: %v", vs)
+	}
+}
+
+// simSetup creates, with the administrator's key, what the controller's launch uses: the node
+// role in the profile c1_profile, and returns an image, the security group and the subnet of
+// us-east-1a.
+func simSetup(t *testing.T, ctx context.Context, cfg aws.Config) (ami, sg, subnet string) {
+	i := iam.NewFromConfig(cfg)
+	try(i.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(params.NodeRole),
+		AssumeRolePolicyDocument: aws.String(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}`)})).OK(t)
+	try(i.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: aws.String("c1_profile"), Tags: iamTags(profileTags...)})).OK(t)
+	try(i.AddRoleToInstanceProfile(ctx, &iam.AddRoleToInstanceProfileInput{InstanceProfileName: aws.String("c1_profile"), RoleName: aws.String(params.NodeRole)})).OK(t)
+	p := try(ssm.NewFromConfig(cfg).GetParameter(ctx, &ssm.GetParameterInput{
+		Name: aws.String("/aws/service/eks/optimized-ami/1.36/amazon-linux-2023/x86_64/standard/recommended/image_id")})).OK(t)
+	c := ec2.NewFromConfig(cfg)
+	sgs := try(c.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{})).OK(t)
+	sns := try(c.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{{Name: aws.String("availability-zone"), Values: []string{"us-east-1a"}}}})).OK(t)
+	return aws.ToString(p.Parameter.Value), aws.ToString(sgs.SecurityGroups[0].GroupId), aws.ToString(sns.Subnets[0].SubnetId)
+}
+
+// try(c.Op(ctx, in)).OK(t) is the call's value, or the test stops.
+func try[T any](v T, err error) must.Result[T] { return must.Of(v, err) }

@@ -3,6 +3,7 @@ package policycheck
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -26,6 +27,9 @@ type state struct {
 	lts       map[string]*launchTemplate // by id and by name
 	instances map[string]map[string]string
 	profiles  map[string]*profile
+	// reservationOwners are the accounts of the capacity reservations DescribeCapacityReservations
+	// showed (a shared reservation's ARN names its owner).
+	reservationOwners map[string]string
 }
 
 type launchTemplate struct {
@@ -36,6 +40,8 @@ type launchTemplate struct {
 	dataKnown bool
 	profile   string
 	launch    map[ec2types.ResourceType]map[string]string
+	// reservation is the capacity reservation the template's launches target ("" for none).
+	reservation string
 }
 
 type profile struct {
@@ -44,7 +50,8 @@ type profile struct {
 }
 
 func newState(p Params) *state {
-	return &state{p: p, lts: map[string]*launchTemplate{}, instances: map[string]map[string]string{}, profiles: map[string]*profile{}}
+	return &state{p: p, lts: map[string]*launchTemplate{}, instances: map[string]map[string]string{}, profiles: map[string]*profile{},
+		reservationOwners: map[string]string{}}
 }
 
 func ec2TagMap(tags []ec2types.Tag) map[string]string {
@@ -124,6 +131,9 @@ func (s *state) learn(c awssim.Call) {
 			for _, ts := range d.TagSpecifications {
 				lt.launch[ts.ResourceType] = ec2TagMap(ts.Tags)
 			}
+			if c := d.CapacityReservationSpecification; c != nil {
+				lt.reservation = reservationTarget(c.CapacityReservationTarget)
+			}
 		}
 		s.putLT(lt)
 	case *ec2.DescribeLaunchTemplatesInput:
@@ -167,6 +177,14 @@ func (s *state) learn(c awssim.Call) {
 		}
 		for _, i := range out.Instances {
 			s.instances[aws.ToString(i.InstanceId)] = ec2TagMap(i.Tags)
+		}
+	case *ec2.DescribeCapacityReservationsInput:
+		out, _ := c.Output.(*ec2.DescribeCapacityReservationsOutput)
+		if out == nil {
+			return
+		}
+		for _, r := range out.CapacityReservations {
+			s.reservationOwners[aws.ToString(r.CapacityReservationId)] = aws.ToString(r.OwnerId)
 		}
 	case *ec2.DescribeInstancesInput:
 		out, _ := c.Output.(*ec2.DescribeInstancesOutput)
@@ -375,7 +393,7 @@ type launch struct {
 	creates []ec2types.ResourceType
 	// profiles are the instance profiles the instances get.
 	profiles []string
-	// uses are the subnets, security groups and images it names.
+	// uses are the subnets, security groups, images and capacity reservations it names.
 	uses []string
 }
 
@@ -390,7 +408,7 @@ func (s *state) launchOf(c awssim.Call) launch {
 		l.templates = append(l.templates, lt)
 	}
 	var own []ec2types.TagSpecification
-	profileOverride := ""
+	profileOverride, reservationOverride := "", ""
 	switch in := c.Input.(type) {
 	case *ec2.CreateFleetInput:
 		for _, cfg := range in.LaunchTemplateConfigs {
@@ -424,6 +442,9 @@ func (s *state) launchOf(c awssim.Call) launch {
 		for _, sg := range in.SecurityGroupIds {
 			l.uses = append(l.uses, "security-group/"+sg)
 		}
+		if c := in.CapacityReservationSpecification; c != nil {
+			reservationOverride = reservationTarget(c.CapacityReservationTarget)
+		}
 		own = in.TagSpecifications
 		l.creates = []ec2types.ResourceType{ec2types.ResourceTypeInstance, ec2types.ResourceTypeVolume, ec2types.ResourceTypeNetworkInterface}
 	}
@@ -444,11 +465,35 @@ func (s *state) launchOf(c awssim.Call) launch {
 	if profileOverride != "" {
 		l.profiles = append(l.profiles, profileOverride)
 	}
+	l.uses = append(l.uses, l.reservations(reservationOverride)...)
 	return l
 }
 
-// launchAuthorizations: a launch uses its templates (conditioned on their tags) and the subnets,
-// security groups and images it names; creates instances, volumes, network interfaces and, for
+// reservations are the capacity reservations a launch targets: the request's own target
+// (RunInstances), else its templates'.
+func (l launch) reservations(override string) []string {
+	if override != "" {
+		return []string{"capacity-reservation/" + override}
+	}
+	var out []string
+	for _, lt := range l.templates {
+		if lt.reservation != "" && !slices.Contains(out, "capacity-reservation/"+lt.reservation) {
+			out = append(out, "capacity-reservation/"+lt.reservation)
+		}
+	}
+	return out
+}
+
+func reservationTarget(t *ec2types.CapacityReservationTarget) string {
+	if t == nil {
+		return ""
+	}
+	return aws.ToString(t.CapacityReservationId)
+}
+
+// launchAuthorizations: a launch uses its templates (conditioned on their tags), the subnets,
+// security groups and images it names and the capacity reservation it targets (IAM authorizes
+// RunInstances/CreateFleet on the capacity-reservation resource then); creates instances, volumes, network interfaces and, for
 // CreateFleet, the fleet (conditioned on the tags they get); tags them at creation; and passes
 // the instance profile's role.
 func (s *state) launchAuthorizations(c awssim.Call) ([]iampolicy.Request, error) {
@@ -462,11 +507,7 @@ func (s *state) launchAuthorizations(c awssim.Call) ([]iampolicy.Request, error)
 		out = append(out, request(action, s.arn("ec2", "launch-template/"+lt.id), tagContext(nil, "aws:ResourceTag/", lt.tags)))
 	}
 	for _, u := range l.uses {
-		resource := s.arn("ec2", u)
-		if strings.HasPrefix(u, "image/") {
-			resource = fmt.Sprintf("arn:aws:ec2:%s::%s", s.p.Region, u)
-		}
-		out = append(out, request(action, resource, nil))
+		out = append(out, request(action, s.usedResource(u), nil))
 	}
 	for _, rt := range l.creates {
 		merged := map[string]string{}
@@ -490,6 +531,18 @@ func (s *state) launchAuthorizations(c awssim.Call) ([]iampolicy.Request, error)
 		}
 	}
 	return out, nil
+}
+
+// usedResource is the ARN of a resource a launch uses: images have no account; a capacity
+// reservation has its owner's (another account's when shared), the check's when unknown.
+func (s *state) usedResource(u string) string {
+	if strings.HasPrefix(u, "image/") {
+		return fmt.Sprintf("arn:aws:ec2:%s::%s", s.p.Region, u)
+	}
+	if id, ok := strings.CutPrefix(u, "capacity-reservation/"); ok && s.reservationOwners[id] != "" {
+		return fmt.Sprintf("arn:aws:ec2:%s:%s:%s", s.p.Region, s.reservationOwners[id], u)
+	}
+	return s.arn("ec2", u)
 }
 
 // queueName is the queue a request names, by name or by the last segment of its URL.

@@ -123,6 +123,8 @@ type checker struct {
 	domains   map[string]map[string]bool
 	affKeys   map[*corev1.Pod]string
 	nsLabels  map[string]map[string]string
+	// reserved counts the new NodeClaims pinned to each capacity reservation.
+	reserved map[string]int
 }
 
 type eligKey struct{ aff, node string }
@@ -313,6 +315,7 @@ func (c *checker) run() {
 	}
 	c.checkClaims()
 	c.checkLimits()
+	c.checkReservations()
 	c.checkUnschedulable()
 }
 
@@ -1219,6 +1222,40 @@ func (c *checker) checkLimits() {
 	}
 }
 
+// checkReservations: a new NodeClaim that may launch into a capacity reservation may launch
+// nowhere else (its offerings are all of that reservation), and a reservation takes no more
+// NodeClaims than it has room for.
+func (c *checker) checkReservations() {
+	c.reserved = map[string]int{}
+	room := map[string]int{}
+	for i := range c.res.NodeClaims {
+		nc := &c.res.NodeClaims[i]
+		ids := map[string]bool{}
+		other := false
+		for _, opt := range nc.InstanceTypes {
+			for _, o := range opt.Offerings {
+				if o.ReservationID == "" {
+					other = true
+					continue
+				}
+				ids[o.ReservationID] = true
+				room[o.ReservationID] = o.ReservationCapacity
+			}
+		}
+		if len(ids) > 1 || len(ids) == 1 && other {
+			c.fail("nodeclaim %s may launch into reservations %v or elsewhere: a reserved NodeClaim must be pinned to one reservation", nc.Name, ids)
+		}
+		for id := range ids {
+			c.reserved[id]++
+		}
+	}
+	for id, n := range c.reserved {
+		if n > room[id] {
+			c.fail("capacity reservation %s takes %d more nodes, but %d NodeClaims are planned onto it", id, room[id], n)
+		}
+	}
+}
+
 // checkUnschedulable: an unschedulable pod must fit nowhere, neither on a node of the final
 // state nor on a fresh node of any pool.
 func (c *checker) checkUnschedulable() {
@@ -1338,7 +1375,7 @@ func (c *checker) fitsNewNode(p *corev1.Pod) string {
 				continue
 			}
 			for _, o := range it.Offerings {
-				if !o.Available || !c.poolAllows(np, it, o) {
+				if !o.Available || !c.poolAllows(np, it, o) || o.ReservationID != "" && c.reserved[o.ReservationID] >= o.ReservationCapacity {
 					continue
 				}
 				var n *node

@@ -19,6 +19,7 @@ import (
 	"github.com/karpool/karpool/autoscaler/cloud"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/awserr"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/awstags"
+	capreservation "github.com/karpool/karpool/autoscaler/cloud/aws/capacityreservation"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/ec2filter"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/prereq"
 )
@@ -62,28 +63,45 @@ func (p *Provider) describe(ctx context.Context, id string) (*ec2types.Instance,
 // launch labels, provider id and the catalog's capacity for the type (default class options).
 func (p *Provider) nodeClaimOf(in *ec2types.Instance) *karpv1.NodeClaim {
 	tags := awstags.FromEC2(in.Tags)
-	zone := ""
-	if in.Placement != nil {
-		zone = aws.ToString(in.Placement.AvailabilityZone)
-	}
-	ct := catalog.CapacityTypeOnDemand
-	if in.InstanceLifecycle == ec2types.InstanceLifecycleTypeSpot {
-		ct = catalog.CapacityTypeSpot
-	}
+	bought := p.bought(in)
 	claim := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: tags[TagNodeClaim], Labels: map[string]string{
 		karpv1.LabelNodePool: tags[karpv1.LabelNodePool], awsv1.LabelNodeClass: tags[awsv1.LabelNodeClass]}}}
 	if in.LaunchTime != nil {
 		claim.CreationTimestamp = metav1.NewTime(*in.LaunchTime)
 	}
 	if it, ok := p.opts.Catalog.InstanceType(string(in.InstanceType), catalog.NodeClassOptions{}); ok {
-		return launched(claim, &it, aws.ToString(in.InstanceId), zone, ct, aws.ToString(in.ImageId))
+		return launched(claim, &it, aws.ToString(in.InstanceId), bought, aws.ToString(in.ImageId))
 	}
 	claim.Labels[labelInstanceType] = string(in.InstanceType)
-	claim.Labels[labelZone] = zone
-	claim.Labels[karpv1.LabelCapacityType] = ct
-	claim.Status.ProviderID = fmt.Sprintf("aws:///%s/%s", zone, aws.ToString(in.InstanceId))
+	claim.Labels[labelZone] = bought.Zone
+	claim.Labels[karpv1.LabelCapacityType] = bought.CapacityType
+	claim.Status.ProviderID = fmt.Sprintf("aws:///%s/%s", bought.Zone, aws.ToString(in.InstanceId))
 	claim.Status.ImageID = aws.ToString(in.ImageId)
 	return claim
+}
+
+// bought is how the instance was bought: its zone, and its capacity type and reservation as
+// Karpenter reads them. An instance is "reserved" only when it was launched into its
+// reservation on purpose (preference capacity-reservations-only) and the ReservedCapacity gate
+// is on; one that landed in an open reservation by itself stays on-demand, so that turning
+// the gate on does not make it drift.
+func (p *Provider) bought(in *ec2types.Instance) catalog.Offering {
+	o := catalog.Offering{CapacityType: catalog.CapacityTypeOnDemand}
+	if in.Placement != nil {
+		o.Zone = aws.ToString(in.Placement.AvailabilityZone)
+	}
+	spec := in.CapacityReservationSpecification
+	switch {
+	case in.InstanceLifecycle == ec2types.InstanceLifecycleTypeSpot:
+		o.CapacityType = catalog.CapacityTypeSpot
+	case !p.opts.NoReservedCapacity && in.CapacityReservationId != nil && spec != nil &&
+		spec.CapacityReservationPreference == ec2types.CapacityReservationPreferenceCapacityReservationsOnly:
+		o.CapacityType, o.ReservationID, o.ReservationType = catalog.CapacityTypeReserved, aws.ToString(in.CapacityReservationId), capreservation.TypeDefault
+		if in.InstanceLifecycle == ec2types.InstanceLifecycleTypeCapacityBlock {
+			o.ReservationType = capreservation.TypeCapacityBlock
+		}
+	}
+	return o
 }
 
 // Get implements cloud.CloudProvider.
@@ -147,7 +165,13 @@ func (p *Provider) Delete(ctx context.Context, claim *karpv1.NodeClaim) error {
 	if in.State != nil && in.State.Name == ec2types.InstanceStateNameShuttingDown {
 		return nil
 	}
-	return p.terminate(ctx, id)
+	if err := p.terminate(ctx, id); err != nil {
+		return err
+	}
+	if b := p.bought(in); b.ReservationID != "" {
+		p.reservations.MarkTerminated(b.ReservationID)
+	}
+	return nil
 }
 
 func (p *Provider) terminate(ctx context.Context, ids ...string) error {

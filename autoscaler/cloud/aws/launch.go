@@ -26,6 +26,7 @@ import (
 	"github.com/karpool/karpool/autoscaler/cloud/aws/amifamily"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/awserr"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/awstags"
+	capreservation "github.com/karpool/karpool/autoscaler/cloud/aws/capacityreservation"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/ec2filter"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/network"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/prereq"
@@ -50,6 +51,7 @@ var capacityErrors = map[string]bool{
 	"InsufficientFreeAddressesInSubnet": true,
 	"MaxSpotInstanceCountExceeded":      true,
 	"UnfulfillableCapacity":             true,
+	"ReservationCapacityExceeded":       true,
 	"Unsupported":                       true,
 	"SpotMaxPriceTooLow":                true,
 }
@@ -151,7 +153,7 @@ func (p *Provider) InstanceTypes(ctx context.Context, nc *awsv1.EC2NodeClass) ([
 		opts.Zones = append(opts.Zones, s.Zone)
 	}
 	p.instanceTypes.RefreshIfDue(ctx)
-	return p.instanceTypes.List(opts, p.opts.Now()), nil
+	return p.withReservations(nc, p.instanceTypes.List(opts, p.opts.Now())), nil
 }
 
 // Create implements cloud.CloudProvider with one CreateFleet request of type instant whose
@@ -171,7 +173,7 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim, nc *awsv
 	now := p.opts.Now()
 	// Launches use the instance types and prices last discovered (InstanceTypes refreshes
 	// them), so that a launch never waits for a full read of the price lists.
-	its := p.instanceTypes.List(r.opts, now)
+	its := p.withReservations(nc, p.instanceTypes.List(r.opts, now))
 	zones := map[string]bool{}
 	subnetByZone := map[string]network.Subnet{}
 	for _, s := range r.subnets {
@@ -193,64 +195,13 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim, nc *awsv
 	if len(opts) > maxOverrides {
 		opts = opts[:maxOverrides]
 	}
-
-	// One launch template per architecture (the AMI differs) and, for AL2 and Bottlerocket, per
-	// pod capacity (their user data carries the kubelet's pod limit), in a stable order.
-	type ltKey struct {
-		arch    string
-		maxPods int32
+	l := &fleetLaunch{claim: claim, nc: nc, r: r, facts: facts, capacityType: capacityType, opts: opts,
+		imageByArch: imageByArch, subnetByZone: subnetByZone}
+	configs, err := p.fleetConfigs(ctx, l)
+	if err != nil {
+		return nil, err
 	}
-	groups := map[ltKey][]option{}
-	for _, o := range opts {
-		k := ltKey{arch: o.it.Labels[labelArch]}
-		if r.opts.AMIFamily == catalog.AMIFamilyAL2 || r.opts.AMIFamily == catalog.AMIFamilyBottlerocket {
-			k.maxPods = int32(o.it.Capacity[catalog.Pods])
-		}
-		groups[k] = append(groups[k], o)
-	}
-	keys := slices.SortedFunc(maps.Keys(groups), func(a, b ltKey) int {
-		return cmp.Or(cmp.Compare(a.arch, b.arch), cmp.Compare(a.maxPods, b.maxPods))
-	})
-	var configs []ec2types.FleetLaunchTemplateConfigRequest
-	for _, k := range keys {
-		data, err := launchTemplateData(claim, nc, r, imageByArch[k.arch], facts, capacityType, k.maxPods)
-		if err != nil {
-			return nil, err
-		}
-		ltID, err := p.ensureLaunchTemplate(ctx, claim, nc, data)
-		if err != nil {
-			return nil, err
-		}
-		cfg := ec2types.FleetLaunchTemplateConfigRequest{LaunchTemplateSpecification: &ec2types.FleetLaunchTemplateSpecificationRequest{
-			LaunchTemplateId: aws.String(ltID), Version: aws.String("$Latest")}}
-		for _, o := range groups[k] {
-			cfg.Overrides = append(cfg.Overrides, ec2types.FleetLaunchTemplateOverridesRequest{
-				InstanceType: ec2types.InstanceType(o.it.Name), SubnetId: aws.String(subnetByZone[o.offering.Zone].ID)})
-		}
-		configs = append(configs, cfg)
-	}
-	tags := instanceTags(claim, nc, facts.ClusterName)
-	in := &ec2.CreateFleetInput{
-		Type:                  ec2types.FleetTypeInstant,
-		ClientToken:           aws.String(string(claim.UID)),
-		Context:               nc.Spec.Context,
-		LaunchTemplateConfigs: configs,
-		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{
-			DefaultTargetCapacityType: ec2types.DefaultTargetCapacityType(capacityType), TotalTargetCapacity: aws.Int32(1)},
-		// The controller policy lets CreateFleet create only resources that carry the
-		// cluster's tags.
-		TagSpecifications: []ec2types.TagSpecification{
-			{ResourceType: ec2types.ResourceTypeInstance, Tags: tags},
-			{ResourceType: ec2types.ResourceTypeVolume, Tags: tags},
-			{ResourceType: ec2types.ResourceTypeFleet, Tags: tags},
-		},
-	}
-	if capacityType == catalog.CapacityTypeSpot {
-		in.SpotOptions = &ec2types.SpotOptionsRequest{AllocationStrategy: ec2types.SpotAllocationStrategyPriceCapacityOptimized}
-	} else {
-		in.OnDemandOptions = &ec2types.OnDemandOptionsRequest{AllocationStrategy: ec2types.FleetOnDemandAllocationStrategyLowestPrice}
-	}
-	out, err := p.ec2.CreateFleet(ctx, in)
+	out, err := p.ec2.CreateFleet(ctx, l.input(configs))
 	if awserr.Code(err) == "IdempotentParameterMismatch" {
 		// An earlier Create of this NodeClaim used the token with other options (offerings
 		// were marked unavailable since). Whatever it launched is the NodeClaim's instance.
@@ -259,45 +210,166 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim, nc *awsv
 	if err != nil {
 		return nil, fmt.Errorf("nodeclaim %s: CreateFleet: %w", claim.Name, err)
 	}
+	return p.fleetResult(l, out, now)
+}
+
+// fleetLaunch is one CreateFleet request for a NodeClaim: its options, all of one capacity
+// type (and, when reserved, of one reservation kind), and what the launch templates need.
+type fleetLaunch struct {
+	claim        *karpv1.NodeClaim
+	nc           *awsv1.EC2NodeClass
+	r            *resolved
+	facts        Options
+	capacityType string
+	opts         []option
+	imageByArch  map[string]amifamily.Image
+	subnetByZone map[string]network.Subnet
+}
+
+// launchKind is what a launch template says about how the instance is bought: the capacity
+// type and, for a reservation, which one and its type.
+type launchKind struct {
+	capacityType, reservationID, reservationType string
+}
+
+// fleetConfigs makes one launch template per architecture (the AMI differs), for AL2 and
+// Bottlerocket per pod capacity (their user data carries the kubelet's pod limit), and per
+// capacity reservation (a template targets one), in a stable order.
+func (p *Provider) fleetConfigs(ctx context.Context, l *fleetLaunch) ([]ec2types.FleetLaunchTemplateConfigRequest, error) {
+	type ltKey struct {
+		arch        string
+		maxPods     int32
+		reservation string
+	}
+	groups := map[ltKey][]option{}
+	for _, o := range l.opts {
+		k := ltKey{arch: o.it.Labels[labelArch], reservation: o.offering.ReservationID}
+		if l.r.opts.AMIFamily == catalog.AMIFamilyAL2 || l.r.opts.AMIFamily == catalog.AMIFamilyBottlerocket {
+			k.maxPods = int32(o.it.Capacity[catalog.Pods])
+		}
+		groups[k] = append(groups[k], o)
+	}
+	keys := slices.SortedFunc(maps.Keys(groups), func(a, b ltKey) int {
+		return cmp.Or(cmp.Compare(a.arch, b.arch), cmp.Compare(a.maxPods, b.maxPods), cmp.Compare(a.reservation, b.reservation))
+	})
+	var configs []ec2types.FleetLaunchTemplateConfigRequest
+	for _, k := range keys {
+		first := groups[k][0].offering
+		kind := launchKind{capacityType: l.capacityType, reservationID: first.ReservationID, reservationType: first.ReservationType}
+		data, err := launchTemplateData(l.claim, l.nc, l.r, l.imageByArch[k.arch], l.facts, kind, k.maxPods, !p.opts.NoReservedCapacity)
+		if err != nil {
+			return nil, err
+		}
+		ltID, err := p.ensureLaunchTemplate(ctx, l.claim, l.nc, data)
+		if err != nil {
+			return nil, err
+		}
+		cfg := ec2types.FleetLaunchTemplateConfigRequest{LaunchTemplateSpecification: &ec2types.FleetLaunchTemplateSpecificationRequest{
+			LaunchTemplateId: aws.String(ltID), Version: aws.String("$Latest")}}
+		for _, o := range groups[k] {
+			cfg.Overrides = append(cfg.Overrides, ec2types.FleetLaunchTemplateOverridesRequest{
+				InstanceType: ec2types.InstanceType(o.it.Name), SubnetId: aws.String(l.subnetByZone[o.offering.Zone].ID)})
+		}
+		configs = append(configs, cfg)
+	}
+	return configs, nil
+}
+
+// input is the CreateFleet request. A default capacity reservation is launched into as
+// on-demand capacity, a capacity block as capacity-block (EC2 wants it said in both places).
+func (l *fleetLaunch) input(configs []ec2types.FleetLaunchTemplateConfigRequest) *ec2.CreateFleetInput {
+	tags := instanceTags(l.claim, l.nc, l.facts.ClusterName)
+	target := ec2types.DefaultTargetCapacityType(l.capacityType)
+	block := l.capacityType == catalog.CapacityTypeReserved && l.opts[0].offering.ReservationType == capreservation.TypeCapacityBlock
+	switch {
+	case block:
+		target = ec2types.DefaultTargetCapacityTypeCapacityBlock
+	case l.capacityType == catalog.CapacityTypeReserved:
+		target = ec2types.DefaultTargetCapacityTypeOnDemand
+	}
+	in := &ec2.CreateFleetInput{
+		Type:                        ec2types.FleetTypeInstant,
+		ClientToken:                 aws.String(string(l.claim.UID)),
+		Context:                     l.nc.Spec.Context,
+		LaunchTemplateConfigs:       configs,
+		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{DefaultTargetCapacityType: target, TotalTargetCapacity: aws.Int32(1)},
+		// The controller policy lets CreateFleet create only resources that carry the
+		// cluster's tags.
+		TagSpecifications: []ec2types.TagSpecification{
+			{ResourceType: ec2types.ResourceTypeInstance, Tags: tags},
+			{ResourceType: ec2types.ResourceTypeVolume, Tags: tags},
+			{ResourceType: ec2types.ResourceTypeFleet, Tags: tags},
+		},
+	}
+	switch {
+	case l.capacityType == catalog.CapacityTypeSpot:
+		in.SpotOptions = &ec2types.SpotOptionsRequest{AllocationStrategy: ec2types.SpotAllocationStrategyPriceCapacityOptimized}
+	case !block:
+		in.OnDemandOptions = &ec2types.OnDemandOptionsRequest{AllocationStrategy: ec2types.FleetOnDemandAllocationStrategyLowestPrice}
+	}
+	return in
+}
+
+// fleetResult reads CreateFleet's answer: the launched instance as the NodeClaim, or the error.
+// Offerings that failed for lack of capacity are marked unavailable (a reservation: exhausted)
+// so the next NodeClaim avoids them.
+func (p *Provider) fleetResult(l *fleetLaunch, out *ec2.CreateFleetOutput, now time.Time) (*karpv1.NodeClaim, error) {
 	zoneOf := map[string]string{}
-	for _, s := range r.subnets {
+	for _, s := range l.r.subnets {
 		zoneOf[s.ID] = s.Zone
+	}
+	overrideOf := func(o *ec2types.FleetLaunchTemplateOverrides) (string, string, *option) {
+		it := string(o.InstanceType)
+		zone := cmp.Or(zoneOf[aws.ToString(o.SubnetId)], aws.ToString(o.AvailabilityZone))
+		for i := range l.opts {
+			if l.opts[i].it.Name == it && l.opts[i].offering.Zone == zone {
+				return it, zone, &l.opts[i]
+			}
+		}
+		return it, zone, nil
 	}
 	var failed, other []string
 	for _, e := range out.Errors {
 		code := aws.ToString(e.ErrorCode)
 		var it, zone string
+		var opt *option
 		if lo := e.LaunchTemplateAndOverrides; lo != nil && lo.Overrides != nil {
-			it = string(lo.Overrides.InstanceType)
-			zone = cmp.Or(zoneOf[aws.ToString(lo.Overrides.SubnetId)], aws.ToString(lo.Overrides.AvailabilityZone))
+			it, zone, opt = overrideOf(lo.Overrides)
 		}
-		if capacityErrors[code] {
-			p.opts.Unavailable.Mark(it, zone, capacityType, now.Add(UnavailableFor))
-			failed = append(failed, it+"/"+zone+"/"+capacityType)
-		} else {
+		switch {
+		case !capacityErrors[code]:
 			other = append(other, fmt.Sprintf("%s in %s: %s: %s", it, zone, code, aws.ToString(e.ErrorMessage)))
+			continue
+		case opt != nil && opt.offering.ReservationID != "":
+			p.reservations.MarkExhausted(opt.offering.ReservationID)
+		default:
+			p.opts.Unavailable.Mark(it, zone, l.capacityType, now.Add(UnavailableFor))
 		}
+		failed = append(failed, it+"/"+zone+"/"+l.capacityType)
 	}
 	for _, fi := range out.Instances {
 		if len(fi.InstanceIds) == 0 || fi.LaunchTemplateAndOverrides == nil || fi.LaunchTemplateAndOverrides.Overrides == nil {
 			continue
 		}
-		ov := fi.LaunchTemplateAndOverrides.Overrides
-		zone := cmp.Or(zoneOf[aws.ToString(ov.SubnetId)], aws.ToString(ov.AvailabilityZone))
-		ct := catalog.CapacityTypeOnDemand
-		if fi.Lifecycle == ec2types.InstanceLifecycleSpot {
-			ct = catalog.CapacityTypeSpot
-		}
-		it, ok := p.opts.Catalog.InstanceType(string(fi.InstanceType), r.opts)
+		name, zone, opt := overrideOf(fi.LaunchTemplateAndOverrides.Overrides)
+		it, ok := p.opts.Catalog.InstanceType(name, l.r.opts)
 		if !ok {
-			return nil, fmt.Errorf("nodeclaim %s: EC2 launched %s, which the catalog does not know", claim.Name, fi.InstanceType)
+			return nil, fmt.Errorf("nodeclaim %s: EC2 launched %s, which the catalog does not know", l.claim.Name, name)
 		}
-		return launched(claim, &it, fi.InstanceIds[0], zone, ct, imageByArch[it.Labels[labelArch]].ID), nil
+		bought := catalog.Offering{Zone: zone, CapacityType: l.capacityType}
+		if fi.Lifecycle == ec2types.InstanceLifecycleSpot {
+			bought.CapacityType = catalog.CapacityTypeSpot
+		}
+		if opt != nil && opt.offering.ReservationID != "" {
+			bought = opt.offering
+			p.reservations.MarkLaunched(bought.ReservationID)
+		}
+		return launched(l.claim, &it, fi.InstanceIds[0], bought, l.imageByArch[it.Labels[labelArch]].ID), nil
 	}
 	if len(other) == 0 && len(failed) > 0 {
-		return nil, &cloud.InsufficientCapacityError{NodeClaim: claim.Name, Offerings: failed}
+		return nil, &cloud.InsufficientCapacityError{NodeClaim: l.claim.Name, Offerings: failed}
 	}
-	return nil, fmt.Errorf("nodeclaim %s: CreateFleet launched nothing: %s", claim.Name, strings.Join(append(other, failed...), "; "))
+	return nil, fmt.Errorf("nodeclaim %s: CreateFleet launched nothing: %s", l.claim.Name, strings.Join(append(other, failed...), "; "))
 }
 
 // launchedEarlier finds the instance an earlier Create launched for the NodeClaim by its
@@ -317,30 +389,27 @@ func (p *Provider) launchedEarlier(ctx context.Context, claim *karpv1.NodeClaim,
 			if !ok {
 				return nil, fmt.Errorf("nodeclaim %s: EC2 launched %s, which the catalog does not know", claim.Name, in.InstanceType)
 			}
-			ct := catalog.CapacityTypeOnDemand
-			if in.InstanceLifecycle == ec2types.InstanceLifecycleTypeSpot {
-				ct = catalog.CapacityTypeSpot
-			}
-			zone := ""
-			if in.Placement != nil {
-				zone = aws.ToString(in.Placement.AvailabilityZone)
-			}
-			return launched(claim, &it, aws.ToString(in.InstanceId), zone, ct, aws.ToString(in.ImageId)), nil
+			return launched(claim, &it, aws.ToString(in.InstanceId), p.bought(&in), aws.ToString(in.ImageId)), nil
 		}
 	}
 	return nil, fmt.Errorf("nodeclaim %s: an earlier launch with this uid failed and EC2 refuses to reuse its token with other options; delete the NodeClaim so a new one is computed: %w", claim.Name, cloud.ErrNotFound)
 }
 
-// launched is the NodeClaim as it is once its instance exists.
-func launched(claim *karpv1.NodeClaim, it *catalog.InstanceType, id, zone, capacityType, imageID string) *karpv1.NodeClaim {
+// launched is the NodeClaim as it is once its instance exists, bought as the offering says
+// (zone, capacity type and, for a reservation, its labels).
+func launched(claim *karpv1.NodeClaim, it *catalog.InstanceType, id string, bought catalog.Offering, imageID string) *karpv1.NodeClaim {
 	out := claim.DeepCopy()
 	if out.Labels == nil {
 		out.Labels = map[string]string{}
 	}
 	maps.Copy(out.Labels, it.Labels)
-	out.Labels[labelZone] = zone
-	out.Labels[karpv1.LabelCapacityType] = capacityType
-	out.Status.ProviderID = fmt.Sprintf("aws:///%s/%s", zone, id)
+	out.Labels[labelZone] = bought.Zone
+	out.Labels[karpv1.LabelCapacityType] = bought.CapacityType
+	if bought.ReservationID != "" {
+		out.Labels[awsv1.LabelCapacityReservationID] = bought.ReservationID
+		out.Labels[awsv1.LabelCapacityReservationType] = bought.ReservationType
+	}
+	out.Status.ProviderID = fmt.Sprintf("aws:///%s/%s", bought.Zone, id)
 	out.Status.ImageID = imageID
 	out.Status.Capacity = resourceList(it.Capacity)
 	out.Status.Allocatable = resourceList(it.Allocatable)
@@ -411,17 +480,23 @@ func kubeletLabel(key string) bool {
 }
 
 // launchTemplateData is the launch template for a NodeClaim's launches of one architecture
-// (and, on AL2 and Bottlerocket, one pod capacity: maxPods). Everything NodeClaim-specific
-// (its name) stays out of it, so NodeClaims of the same pool, class and capacity type share
-// one template.
-func launchTemplateData(claim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass, r *resolved, im amifamily.Image, facts Options, capacityType string, maxPods int32) (*ec2types.RequestLaunchTemplateData, error) {
+// (and, on AL2 and Bottlerocket, one pod capacity: maxPods) and one kind of purchase.
+// Everything NodeClaim-specific (its name) stays out of it, so NodeClaims of the same pool,
+// class and capacity type share one template. With targeting (the ReservedCapacity gate), a
+// reserved launch goes only into its reservation and every other launch stays out of
+// reservations, open ones included, as Karpenter's templates say.
+func launchTemplateData(claim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass, r *resolved, im amifamily.Image, facts Options, kind launchKind, maxPods int32, targeting bool) (*ec2types.RequestLaunchTemplateData, error) {
 	labels := map[string]string{}
 	for k, v := range claim.Labels {
 		if kubeletLabel(k) {
 			labels[k] = v
 		}
 	}
-	labels[karpv1.LabelCapacityType] = capacityType
+	labels[karpv1.LabelCapacityType] = kind.capacityType
+	if kind.reservationID != "" {
+		labels[awsv1.LabelCapacityReservationID] = kind.reservationID
+		labels[awsv1.LabelCapacityReservationType] = kind.reservationType
+	}
 	labels[awsv1.LabelNodeClass] = nc.Name
 	taints := []corev1.Taint{{Key: karpv1.TaintKeyUnregistered, Effect: corev1.TaintEffectNoExecute}}
 	for _, t := range append(slices.Clone(claim.Spec.Taints), claim.Spec.StartupTaints...) {
@@ -466,7 +541,24 @@ func launchTemplateData(claim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass, r *reso
 	} else {
 		data.SecurityGroupIds = sgs
 	}
+	if targeting {
+		reservationTargeting(data, kind)
+	}
 	return data, nil
+}
+
+// reservationTargeting sets the template's capacity reservation preference: only the target
+// reservation for a reserved launch (a capacity block bought as such), none otherwise.
+func reservationTargeting(data *ec2types.RequestLaunchTemplateData, kind launchKind) {
+	spec := &ec2types.LaunchTemplateCapacityReservationSpecificationRequest{CapacityReservationPreference: ec2types.CapacityReservationPreferenceNone}
+	if kind.reservationID != "" {
+		spec.CapacityReservationPreference = ec2types.CapacityReservationPreferenceCapacityReservationsOnly
+		spec.CapacityReservationTarget = &ec2types.CapacityReservationTarget{CapacityReservationId: aws.String(kind.reservationID)}
+	}
+	data.CapacityReservationSpecification = spec
+	if kind.reservationType == capreservation.TypeCapacityBlock {
+		data.InstanceMarketOptions = &ec2types.LaunchTemplateInstanceMarketOptionsRequest{MarketType: ec2types.MarketTypeCapacityBlock}
+	}
 }
 
 // metadataOptions applies Karpenter's defaults: IMDS on, IPv6 off, one hop, tokens required.

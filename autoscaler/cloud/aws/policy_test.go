@@ -3,6 +3,7 @@ package aws_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -129,6 +130,7 @@ func TestProviderStaysWithinTheControllerPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	launched = append(launched, got)
+	launched = append(launched, reservedLaunches(t, ctx, srv, p, c0)...)
 
 	// Reads, drift, instance types.
 	if _, err := p.Get(ctx, launched[0].Status.ProviderID); err != nil {
@@ -169,7 +171,8 @@ func TestProviderStaysWithinTheControllerPolicy(t *testing.T) {
 		"ec2:TerminateInstances", "ec2:DescribeInstances", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeImages",
 		"ssm:GetParameter", "eks:DescribeCluster", "iam:GetInstanceProfile", "iam:CreateInstanceProfile", "iam:TagInstanceProfile",
 		"iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile", "iam:DeleteInstanceProfile",
-		"ec2:DescribeInstanceTypes", "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeSpotPriceHistory", "pricing:GetProducts"} {
+		"ec2:DescribeInstanceTypes", "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeSpotPriceHistory", "pricing:GetProducts",
+		"ec2:DescribeCapacityReservations"} {
 		if !seen[want] {
 			t.Errorf("the run never called %s, so the policy check did not cover it", want)
 		}
@@ -186,6 +189,40 @@ func TestProviderStaysWithinTheControllerPolicy(t *testing.T) {
 	if n := len(lts.LaunchTemplates); n != 0 {
 		t.Errorf("%d launch templates survived the classes' deletion", n)
 	}
+}
+
+// reservedLaunches resolves a reservation of one m5.large into the class's status and launches
+// twice with capacity type reserved allowed: the first into the reservation (its template
+// targets it), the second on-demand once the reservation is full.
+func reservedLaunches(t *testing.T, ctx context.Context, srv *awssim.Server, p *cloudaws.Provider, class *awsv1.EC2NodeClass) []*karpv1.NodeClaim {
+	t.Helper()
+	subnets, err := p.Subnets(ctx, class)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := srv.AddCapacityReservation(awssim.CapacityReservationSpec{InstanceType: "m5.large", AvailabilityZone: subnets[0].Zone, TotalInstanceCount: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	class.Spec.CapacityReservationSelectorTerms = []awsv1.CapacityReservationSelectorTerm{{ID: id}}
+	if class.Status.CapacityReservations, err = p.CapacityReservations(ctx, class); err != nil || len(class.Status.CapacityReservations) != 1 {
+		t.Fatalf("reservations %+v, %v", class.Status.CapacityReservations, err)
+	}
+	var out []*karpv1.NodeClaim
+	for i, want := range []string{karpv1.CapacityTypeReserved, karpv1.CapacityTypeOnDemand} {
+		claim := workshopClaim(fmt.Sprintf("default-polres%d", i))
+		claim.Spec.Requirements[1].Values = []string{karpv1.CapacityTypeReserved, karpv1.CapacityTypeOnDemand}
+		got, err := p.Create(ctx, claim, class)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ct, rid := got.Labels[karpv1.LabelCapacityType], got.Labels[awsv1.LabelCapacityReservationID]; ct != want || (ct == karpv1.CapacityTypeReserved) != (rid == id) {
+			t.Fatalf("launch %d: capacity type %s, reservation %q; want %s (reservation %s holds 1)", i, ct, rid, want, id)
+		}
+		out = append(out, got)
+	}
+	class.Spec.CapacityReservationSelectorTerms, class.Status.CapacityReservations = nil, nil
+	return out
 }
 
 // TestInstanceProfileFromRole follows the profile karpool manages for spec.role.

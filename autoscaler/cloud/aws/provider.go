@@ -24,6 +24,7 @@ import (
 	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/cloud"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/amifamily"
+	capreservation "github.com/karpool/karpool/autoscaler/cloud/aws/capacityreservation"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/instanceprofile"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/instancetype"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/network"
@@ -57,6 +58,10 @@ type Options struct {
 	// they shape every class's instance types (catalog.NodeClassOptions).
 	ReservedENIs            int
 	VMMemoryOverheadPercent *float64
+	// NoReservedCapacity is Karpenter's ReservedCapacity=false: capacity reservations are not
+	// resolved, offered or targeted, and launches leave EC2's default (open reservations may
+	// take an instance; it still counts as on-demand).
+	NoReservedCapacity bool
 }
 
 // Provider is the AWS CloudProvider. It is safe for concurrent use.
@@ -84,6 +89,7 @@ type Provider struct {
 	amis          *amifamily.Provider
 	instanceTypes *instancetype.Provider
 	profiles      *instanceprofile.Provider
+	reservations  *capreservation.Provider
 }
 
 var _ cloud.CloudProvider = (*Provider)(nil)
@@ -131,11 +137,12 @@ func New(cfg aws.Config, opts Options) (*Provider, error) {
 	}
 	ec2Client, ssmClient := ec2.NewFromConfig(cfg), ssm.NewFromConfig(cfg)
 	return &Provider{
-		ec2:      ec2Client,
-		network:  network.New(ec2Client, opts.ClusterName),
-		amis:     amifamily.New(ec2Client, ssmClient, opts.Now),
-		eks:      eks.NewFromConfig(cfg),
-		profiles: instanceprofile.New(iam.NewFromConfig(cfg), opts.ClusterName, cfg.Region),
+		ec2:          ec2Client,
+		network:      network.New(ec2Client, opts.ClusterName),
+		amis:         amifamily.New(ec2Client, ssmClient, opts.Now),
+		eks:          eks.NewFromConfig(cfg),
+		profiles:     instanceprofile.New(iam.NewFromConfig(cfg), opts.ClusterName, cfg.Region),
+		reservations: capreservation.New(ec2Client, opts.Now),
 		instanceTypes: instancetype.New(ec2Client, pricing.NewFromConfig(cfg, func(o *pricing.Options) { o.Region = instancetype.PricingRegion(cfg.Region) }),
 			cfg.Region, opts.Catalog, opts.Unavailable, opts.Now),
 		region:          cfg.Region,

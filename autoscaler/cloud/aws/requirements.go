@@ -8,7 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/autoscaler/catalog"
+	capreservation "github.com/karpool/karpool/autoscaler/cloud/aws/capacityreservation"
 	"github.com/karpool/karpool/internal/requirements"
 )
 
@@ -84,8 +86,9 @@ type option struct {
 
 // launchOptions lists what a NodeClaim may launch as, cheapest first: instance types its
 // requirements allow and whose allocatable fits its requests, in zones with a subnet, with
-// available offerings. Spot is used whenever the NodeClaim allows it and a spot offering is
-// available, as Karpenter does; on-demand otherwise. The result is deterministic.
+// available offerings. As in Karpenter, a capacity reservation is used whenever the NodeClaim
+// allows capacity type "reserved" and one is available, spot next, on-demand otherwise. The
+// result is deterministic.
 func launchOptions(nc *karpv1.NodeClaim, its []catalog.InstanceType, zones map[string]bool) (string, []option) {
 	rs := requirementsOf(nc)
 	var all []option
@@ -95,19 +98,60 @@ func launchOptions(nc *karpv1.NodeClaim, its []catalog.InstanceType, zones map[s
 			continue
 		}
 		for _, o := range it.Offerings {
-			if o.Available && zones[o.Zone] && rs.allows(labelZone, o.Zone, true) && rs.allows(karpv1.LabelCapacityType, o.CapacityType, true) {
+			if o.Available && zones[o.Zone] && rs.allows(labelZone, o.Zone, true) && rs.allows(karpv1.LabelCapacityType, o.CapacityType, true) &&
+				rs.allowsReservation(o) {
 				all = append(all, option{it: it, offering: o})
 			}
 		}
 	}
 	capacityType := catalog.CapacityTypeOnDemand
-	if slices.ContainsFunc(all, func(o option) bool { return o.offering.CapacityType == catalog.CapacityTypeSpot }) {
-		capacityType = catalog.CapacityTypeSpot
+	for _, ct := range []string{catalog.CapacityTypeReserved, catalog.CapacityTypeSpot} {
+		if slices.ContainsFunc(all, func(o option) bool { return o.offering.CapacityType == ct }) {
+			capacityType = ct
+			break
+		}
 	}
 	out := slices.DeleteFunc(all, func(o option) bool { return o.offering.CapacityType != capacityType })
 	slices.SortStableFunc(out, func(a, b option) int {
 		return cmp.Or(cmp.Compare(a.offering.PricePerHour, b.offering.PricePerHour), cmp.Compare(a.it.Name, b.it.Name),
-			cmp.Compare(a.offering.Zone, b.offering.Zone))
+			cmp.Compare(a.offering.Zone, b.offering.Zone), cmp.Compare(a.offering.ReservationID, b.offering.ReservationID))
 	})
+	if capacityType == catalog.CapacityTypeReserved {
+		out = oneReservationKind(out)
+	}
 	return capacityType, out
+}
+
+// allowsReservation checks the reservation labels a node of the offering would carry (none
+// unless it is reserved).
+func (rs claimRequirements) allowsReservation(o catalog.Offering) bool {
+	reserved := o.ReservationID != ""
+	return rs.allows(awsv1.LabelCapacityReservationID, o.ReservationID, reserved) &&
+		rs.allows(awsv1.LabelCapacityReservationType, o.ReservationType, reserved)
+}
+
+// oneReservationKind narrows reserved options (sorted) to what one CreateFleet request can
+// take, as Karpenter's launch filters do: one reservation per instance type and zone (the one
+// with the most room), and either default reservations or a single capacity block (the
+// cheapest), never both.
+func oneReservationKind(opts []option) []option {
+	if slices.ContainsFunc(opts, func(o option) bool { return o.offering.ReservationType != capreservation.TypeCapacityBlock }) {
+		opts = slices.DeleteFunc(opts, func(o option) bool { return o.offering.ReservationType == capreservation.TypeCapacityBlock })
+	} else {
+		opts = opts[:1]
+	}
+	best := map[[2]string]int{}
+	var out []option
+	for _, o := range opts {
+		k := [2]string{o.it.Name, o.offering.Zone}
+		if i, ok := best[k]; ok {
+			if o.offering.ReservationCapacity > out[i].offering.ReservationCapacity {
+				out[i] = o
+			}
+			continue
+		}
+		best[k] = len(out)
+		out = append(out, o)
+	}
+	return out
 }

@@ -2,10 +2,13 @@ package aws
 
 import (
 	"context"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
+	"github.com/karpool/karpool/autoscaler/catalog"
+	capreservation "github.com/karpool/karpool/autoscaler/cloud/aws/capacityreservation"
 )
 
 // Subnets returns what the class's spec.subnetSelectorTerms select now, as status.subnets
@@ -56,3 +59,29 @@ func (p *Provider) AMIs(ctx context.Context, nc *awsv1.EC2NodeClass) ([]awsv1.AM
 	}
 	return out, nil
 }
+
+// CapacityReservations resolves spec.capacityReservationSelectorTerms for the class's status
+// (none while the ReservedCapacity gate is off).
+func (p *Provider) CapacityReservations(ctx context.Context, nc *awsv1.EC2NodeClass) ([]awsv1.CapacityReservation, error) {
+	if p.opts.NoReservedCapacity || len(nc.Spec.CapacityReservationSelectorTerms) == 0 {
+		return nil, nil
+	}
+	rs, err := p.reservations.List(ctx, nc.Spec.CapacityReservationSelectorTerms)
+	if err != nil {
+		return nil, fmt.Errorf("EC2NodeClass %s: %w", nc.Name, err)
+	}
+	return rs, nil
+}
+
+// withReservations adds the offerings of the class's capacity reservations, as its status
+// records them (the class controller resolves them), to the instance types.
+func (p *Provider) withReservations(nc *awsv1.EC2NodeClass, its []catalog.InstanceType) []catalog.InstanceType {
+	if p.opts.NoReservedCapacity {
+		return its
+	}
+	return capreservation.WithOfferings(its, nc.Status.CapacityReservations, p.reservations.Available)
+}
+
+// ReservationAvailable is how many more instances the capacity reservation can take, as far
+// as the provider knows (read with the class's reservations, less launches since).
+func (p *Provider) ReservationAvailable(id string) int { return p.reservations.Available(id) }

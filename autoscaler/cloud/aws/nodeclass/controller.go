@@ -1,7 +1,8 @@
 // Package nodeclass is the EC2NodeClass status controller: it resolves a class's subnets,
 // security groups, AMIs and instance profile through the AWS provider into its status, keeps
-// its conditions (SubnetsReady, SecurityGroupsReady, AMIsReady, InstanceProfileReady,
-// ValidationSucceeded and Ready), and on deletion waits for the class's NodeClaims to go before
+// its conditions (SubnetsReady, SecurityGroupsReady, AMIsReady, CapacityReservationsReady,
+// InstanceProfileReady, ValidationSucceeded and Ready), drains the nodes of capacity blocks
+// about to end, and on deletion waits for the class's NodeClaims to go before
 // deleting the launch templates and the instance profile karpool created for it.
 //
 // Ready=True for the class's current generation (see Ready) is the promise the provisioning
@@ -35,6 +36,7 @@ import (
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	cloudaws "github.com/karpool/karpool/autoscaler/cloud/aws"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/awserr"
+	capreservation "github.com/karpool/karpool/autoscaler/cloud/aws/capacityreservation"
 	"github.com/karpool/karpool/internal/unimplemented"
 )
 
@@ -151,8 +153,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.patchStatus(ctx, before, nc); err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := r.drainExpiring(ctx, nc); err != nil {
+		return ctrl.Result{}, err
+	}
 	if failed || !Ready(nc) {
 		return ctrl.Result{RequeueAfter: r.opts.RetryInterval}, nil
+	}
+	if len(nc.Spec.CapacityReservationSelectorTerms) > 0 {
+		return ctrl.Result{RequeueAfter: min(r.opts.Interval, capreservation.NextCheck(nc.Status.CapacityReservations, time.Now()))}, nil
 	}
 	return ctrl.Result{RequeueAfter: r.opts.Interval}, nil
 }
@@ -224,6 +232,14 @@ func (r *Reconciler) resolve(ctx context.Context, nc *awsv1.EC2NodeClass) (faile
 		nc.Status.AMIs = a
 		return fmt.Sprintf("%d AMIs", len(a)), nil
 	}, func() { nc.Status.AMIs = nil })
+	step(awsv1.ConditionTypeCapacityReservationsReady, "capacity reservations", func() (string, error) {
+		rs, err := r.provider.CapacityReservations(ctx, nc)
+		if err != nil {
+			return "", err
+		}
+		nc.Status.CapacityReservations = rs
+		return fmt.Sprintf("%d capacity reservations", len(rs)), nil
+	}, func() { nc.Status.CapacityReservations = nil })
 	step(awsv1.ConditionTypeInstanceProfileReady, "the instance profile", func() (string, error) {
 		name, err := r.provider.EnsureInstanceProfile(ctx, nc)
 		if err != nil {
@@ -243,6 +259,7 @@ var readiness = []string{
 	awsv1.ConditionTypeSubnetsReady,
 	awsv1.ConditionTypeSecurityGroupsReady,
 	awsv1.ConditionTypeAMIsReady,
+	awsv1.ConditionTypeCapacityReservationsReady,
 	awsv1.ConditionTypeInstanceProfileReady,
 }
 

@@ -35,7 +35,7 @@ var services = []service{
 		"DescribeInstanceTypes", "DescribeInstanceTypeOfferings", "DescribeAvailabilityZones", "DescribeSubnets",
 		"DescribeSecurityGroups", "DescribeImages", "CreateLaunchTemplate", "DeleteLaunchTemplate",
 		"DescribeLaunchTemplates", "DescribeLaunchTemplateVersions", "DescribeSpotPriceHistory", "DescribeVpcs",
-		"DescribeRegions",
+		"DescribeRegions", "DescribeCapacityReservations",
 	}},
 	{Var: "iam", Module: "github.com/aws/aws-sdk-go-v2/service/iam", Prefix: "awsAwsquery", Ops: []string{
 		"CreateRole", "GetRole", "DeleteRole", "ListRoles", "TagRole", "UntagRole", "ListRoleTags",
