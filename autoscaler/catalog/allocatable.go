@@ -113,6 +113,19 @@ type NodeClassOptions struct {
 	// Volumes are the EBS volumes of every node; their price is part of every offering's.
 	// NodeClassOptionsFor sets them (the family's defaults when the class has no mappings).
 	Volumes []Volume
+	// Interfaces are the class's spec.networkInterfaces, counted (nil when it lists none).
+	Interfaces *Interfaces
+	// ConnectionTracking is set when the class sets connection-tracking timeouts, which only
+	// Nitro instances take.
+	ConnectionTracking bool
+}
+
+// Interfaces counts the network interfaces a class launches with, as Karpenter reads them: the
+// node offers one vpc.amazonaws.com/efa per EFA-only interface (instead of the type's EFA
+// maximum), and the EFA-only interfaces on the default network card carry no pod IPs, so the
+// VPC CNI's pod limit counts them like reserved ENIs.
+type Interfaces struct {
+	EFAOnly, EFAOnlyOnCard0 int
 }
 
 type familyFlags struct {
@@ -224,9 +237,14 @@ func resources(s *Spec, o *NodeClassOptions) (capacity, allocatable Resources) {
 	capacity[CPU] = s.VCPU * 1000
 	capacity[Memory] = memoryCapacity(s, o)
 	capacity[EphemeralStorage] = ephemeralStorage(s, o)
-	capacity[Pods] = podCount(s, flags, k, o.ReservedENIs)
 	capacity[PodENI] = s.PodENI
 	capacity[EFA] = s.EFA
+	unusableENIs := o.ReservedENIs
+	if o.Interfaces != nil {
+		capacity[EFA] = int64(o.Interfaces.EFAOnly)
+		unusableENIs += o.Interfaces.EFAOnlyOnCard0
+	}
+	capacity[Pods] = podCount(s, flags, k, unusableENIs)
 	switch s.GPUManufacturer {
 	case "nvidia":
 		capacity[NvidiaGPU] = s.GPUs

@@ -161,3 +161,66 @@ func TestNodeClassOptionsFor(t *testing.T) {
 		}
 	}
 }
+
+// spec.networkInterfaces, as Karpenter counts them: the node offers one EFA per EFA-only
+// interface, and an EFA-only interface on card 0 takes an ENI from the pod count.
+func TestNetworkInterfacesShapeTheNode(t *testing.T) {
+	cat, err := Load("us-east-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := NodeClassOptionsFor(&awsv1.EC2NodeClassSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed, err := NodeClassOptionsFor(&awsv1.EC2NodeClassSpec{NetworkInterfaces: []*awsv1.NetworkInterface{
+		{NetworkCardIndex: 0, DeviceIndex: 0, InterfaceType: "interface"},
+		{NetworkCardIndex: 0, DeviceIndex: 1, InterfaceType: "efa-only"},
+		{NetworkCardIndex: 1, DeviceIndex: 0, InterfaceType: "efa-only"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, ok1 := cat.InstanceType("c5n.18xlarge", plain)
+	after, ok2 := cat.InstanceType("c5n.18xlarge", listed)
+	spec, _ := cat.Spec("c5n.18xlarge")
+	if !ok1 || !ok2 || spec.EFA == 0 {
+		t.Fatalf("c5n.18xlarge: %v %v, EFA %d", ok1, ok2, spec.EFA)
+	}
+	if before.Capacity[EFA] != spec.EFA || after.Capacity[EFA] != 2 {
+		t.Errorf("EFA capacity %d plain, %d listed; want the type's %d and the 2 EFA-only interfaces", before.Capacity[EFA], after.Capacity[EFA], spec.EFA)
+	}
+	if want := before.Capacity[Pods] - (spec.IPv4PerENI - 1); after.Capacity[Pods] != want {
+		t.Errorf("pods %d with an EFA-only interface on card 0, want %d (one ENI fewer than %d)", after.Capacity[Pods], want, before.Capacity[Pods])
+	}
+	// Types without that many EFA interfaces are not offered to the class.
+	for _, it := range cat.InstanceTypes(listed) {
+		if s, _ := cat.Spec(it.Name); s.EFA < 2 {
+			t.Fatalf("%s (%d EFA) offered to a class with 2 EFA-only interfaces", it.Name, s.EFA)
+		}
+	}
+	if n := len(cat.InstanceTypes(listed)); n == 0 || n >= len(cat.InstanceTypes(plain)) {
+		t.Errorf("%d types offered with EFA-only interfaces, %d without", n, len(cat.InstanceTypes(plain)))
+	}
+}
+
+// Connection tracking needs a Nitro type (Karpenter's check).
+func TestConnectionTrackingNeedsNitro(t *testing.T) {
+	cat, err := Load("us-east-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := NodeClassOptionsFor(&awsv1.EC2NodeClassSpec{ConnectionTracking: &awsv1.ConnectionTracking{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range cat.InstanceTypes(o) {
+		if s, _ := cat.Spec(it.Name); s.Hypervisor != "nitro" {
+			t.Fatalf("%s (hypervisor %q) offered with connection tracking", it.Name, s.Hypervisor)
+		}
+	}
+	plain, _ := NodeClassOptionsFor(nil)
+	if len(cat.InstanceTypes(o)) >= len(cat.InstanceTypes(plain)) {
+		t.Errorf("connection tracking removed no type")
+	}
+}

@@ -163,12 +163,20 @@ func (c *Catalog) InstanceTypes(opts NodeClassOptions) []InstanceType {
 	zones := c.zonesFor(opts.Zones)
 	out := make([]InstanceType, 0, len(c.specs))
 	for i := range c.specs {
-		if c.labels[i] == nil {
+		if c.labels[i] == nil || !opts.suits(&c.specs[i]) {
 			continue
 		}
 		out = append(out, c.instanceType(i, &opts, zones))
 	}
 	return out
+}
+
+// suits reports whether a node of the type can launch with the class's network settings, as
+// far as the catalog knows (Karpenter's compatibility checks): EFA-only interfaces need a type
+// with at least as many EFA interfaces, connection tracking a Nitro type. The network cards
+// and device indexes Karpenter also checks are not in the catalog; EC2 refuses such a launch.
+func (o *NodeClassOptions) suits(s *Spec) bool {
+	return (o.Interfaces == nil || int64(o.Interfaces.EFAOnly) <= s.EFA) && (!o.ConnectionTracking || s.Hypervisor == "nitro")
 }
 
 // InstanceType returns one offered type under the options.

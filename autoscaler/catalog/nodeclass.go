@@ -41,6 +41,18 @@ func NodeClassOptionsFor(spec *awsv1.EC2NodeClassSpec) (NodeClassOptions, error)
 	o.RootVolumeSize = size
 	o.Volumes = volumesOf(family, spec.BlockDeviceMappings)
 	o.InstanceStoreRAID0 = spec.InstanceStorePolicy != nil && *spec.InstanceStorePolicy == awsv1.InstanceStorePolicyRAID0
+	o.ConnectionTracking = spec.ConnectionTracking != nil
+	if spec.NetworkInterfaces != nil {
+		o.Interfaces = &Interfaces{}
+		for _, ni := range spec.NetworkInterfaces {
+			if ni != nil && ni.InterfaceType == awsv1.InterfaceTypeEFAOnly {
+				o.Interfaces.EFAOnly++
+				if ni.NetworkCardIndex == 0 {
+					o.Interfaces.EFAOnlyOnCard0++
+				}
+			}
+		}
+	}
 	return o, nil
 }
 

@@ -7,7 +7,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
@@ -55,17 +54,8 @@ func TestCapacityReservationFirstThenOnDemand(t *testing.T) {
 		return nil
 	})
 
-	np := &karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "reserved"}}
-	np.Spec.Template.Labels = map[string]string{"type": "karpenter"}
-	np.Spec.Template.Spec.NodeClassRef = &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"}
-	np.Spec.Template.Spec.Requirements = []karpv1.NodePoolRequirement{
-		{Key: "node.kubernetes.io/instance-type", Operator: "In", Values: []string{"m5.xlarge"}},
-		{Key: karpv1.LabelCapacityType, Operator: "In", Values: []string{"reserved", "on-demand"}},
-	}
-	np.Spec.Disruption.ConsolidateAfter = karpv1.NillableDuration{Duration: ptr.To(10 * time.Minute)}
-	if err := h.c.Create(h.ctx, np); err != nil {
-		t.Fatal(err)
-	}
+	h.workshopPool("reserved", karpv1.NodePoolRequirement{Key: "node.kubernetes.io/instance-type", Operator: "In", Values: []string{"m5.xlarge"}},
+		karpv1.NodePoolRequirement{Key: karpv1.LabelCapacityType, Operator: "In", Values: []string{"reserved", "on-demand"}})
 	ns := h.namespace("reserved")
 	h.deployment(ns, "train", 6, "1500m")
 	h.runningPods(ns, "train", 6, 3*time.Minute)

@@ -42,10 +42,7 @@ func (g Gap) Explain() string {
 // Gaps are the fields, in the order of the kinds' specs.
 var Gaps = []Gap{
 	{"NodePool", []string{"spec", "disruption", "consolidationPolicy"}, "Balanced", "consolidates underused nodes when the saving outweighs the disruption; karpool would treat the pool as WhenEmpty"},
-	{"EC2NodeClass", []string{"spec", "networkInterfaces"}, "", "launches with these network interfaces (EFA and multi-card instances)"},
-	{"EC2NodeClass", []string{"spec", "ipPrefixCount"}, "", "assigns IPv4 prefixes to the primary interface and raises max pods accordingly"},
 	{"EC2NodeClass", []string{"spec", "cpuOptions"}, "", "sets these CPU options (cores, threads per core, nested virtualization) in the launch template"},
-	{"EC2NodeClass", []string{"spec", "connectionTracking"}, "", "sets these connection-tracking timeouts on the instances' interfaces"},
 	{"EC2NodeClass", []string{"spec", "placementGroupSelector"}, "", "launches into the selected placement group and reports it in status"},
 	{"EC2NodeClass", []string{"spec", "instanceStorePolicy"}, "RAID0", "builds one RAID0 array of the instance-store disks for the kubelet's ephemeral storage in the user data; karpool counts that storage but does not build the array"},
 }

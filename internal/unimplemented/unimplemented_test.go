@@ -25,12 +25,12 @@ func TestConditionNamesEachField(t *testing.T) {
 		t.Fatalf("an empty list selects nothing: %+v, want True", c)
 	}
 	nc.Spec.CPUOptions = &awsv1.CPUOptions{NestedVirtualization: ptr.To("enabled")}
-	nc.Spec.IPPrefixCount = ptr.To[int32](2)
+	nc.Spec.PlacementGroupSelector = &awsv1.PlacementGroupSelectorTerm{Name: "ml"}
 	c := Condition("EC2NodeClass", nc, 2)
 	if c.Status != metav1.ConditionFalse || c.Reason != "NotImplemented" {
 		t.Fatalf("%+v, want False NotImplemented", c)
 	}
-	for _, want := range []string{"spec.cpuOptions is not implemented", "CPU options (cores", "spec.ipPrefixCount is not implemented"} {
+	for _, want := range []string{"spec.cpuOptions is not implemented", "CPU options (cores", "spec.placementGroupSelector is not implemented"} {
 		if !strings.Contains(c.Message, want) {
 			t.Errorf("message %q does not say %q", c.Message, want)
 		}
@@ -60,12 +60,12 @@ func TestValueGaps(t *testing.T) {
 
 // TestInFollowsTheKind: a path is a gap only for its own kind, and null values are not set.
 func TestInFollowsTheKind(t *testing.T) {
-	obj := map[string]any{"spec": map[string]any{"ipPrefixCount": int64(2), "cpuOptions": nil}}
+	obj := map[string]any{"spec": map[string]any{"placementGroupSelector": map[string]any{"name": "ml"}, "cpuOptions": nil}}
 	if got := In("NodePool", obj); len(got) != 0 {
-		t.Errorf("NodePool with ipPrefixCount and a null cpuOptions: %v, want nothing", got)
+		t.Errorf("NodePool with placementGroupSelector and a null cpuOptions: %v, want nothing", got)
 	}
-	if got := In("EC2NodeClass", obj); len(got) != 1 || got[0].Field() != "spec.ipPrefixCount" {
-		t.Errorf("EC2NodeClass with ipPrefixCount and a null cpuOptions: %v, want spec.ipPrefixCount", got)
+	if got := In("EC2NodeClass", obj); len(got) != 1 || got[0].Field() != "spec.placementGroupSelector" {
+		t.Errorf("EC2NodeClass with placementGroupSelector and a null cpuOptions: %v, want spec.placementGroupSelector", got)
 	}
 }
 

@@ -351,23 +351,23 @@ func TestTextCannotSteerATerminal(t *testing.T) {
 // opt-out annotation, the plan is made without it and the comment says so, with what
 // Karpenter would do.
 func TestUnhonoredFields(t *testing.T) {
-	prefixes := strings.Replace(nodeClass, "  role:", "  ipPrefixCount: 2\n  role:", 1)
-	p := plan(t, with(map[string]string{"pools/nodeclass.yaml": prefixes}))
-	if !p.Failed() || len(p.Unhonored) != 0 || !strings.Contains(p.Markdown("test"), "spec.ipPrefixCount") {
-		t.Fatalf("ipPrefixCount without the annotation: failed %t, unhonored %v; want a validation error naming it", p.Failed(), p.Unhonored)
+	placed := strings.Replace(nodeClass, "  role:", "  placementGroupSelector: {name: ml}\n  role:", 1)
+	p := plan(t, with(map[string]string{"pools/nodeclass.yaml": placed}))
+	if !p.Failed() || len(p.Unhonored) != 0 || !strings.Contains(p.Markdown("test"), "spec.placementGroupSelector") {
+		t.Fatalf("placementGroupSelector without the annotation: failed %t, unhonored %v; want a validation error naming it", p.Failed(), p.Unhonored)
 	}
-	accepted := strings.Replace(prefixes, "  name: default\n", "  name: default\n  annotations: {karpool.dev/unimplemented-fields: ignore}\n", 1)
+	accepted := strings.Replace(placed, "  name: default\n", "  name: default\n  annotations: {karpool.dev/unimplemented-fields: ignore}\n", 1)
 	p = plan(t, with(map[string]string{"pools/nodeclass.yaml": accepted}))
 	if p.Failed() || !p.Head.Planned() {
-		t.Fatalf("accepted ipPrefixCount: the head did not plan: %v %v", p.Head.Error, p.Head.Findings)
+		t.Fatalf("accepted placementGroupSelector: the head did not plan: %v %v", p.Head.Error, p.Head.Findings)
 	}
-	want := []Unhonored{{Object: "EC2NodeClass/default", Field: "spec.ipPrefixCount", Karpenter: "assigns IPv4 prefixes to the primary interface and raises max pods accordingly"}}
+	want := []Unhonored{{Object: "EC2NodeClass/default", Field: "spec.placementGroupSelector", Karpenter: "launches into the selected placement group and reports it in status"}}
 	if !slices.Equal(p.Unhonored, want) {
 		t.Fatalf("unhonored %v, want %v", p.Unhonored, want)
 	}
 	md, text := p.Markdown("test"), p.Text()
 	for _, out := range []string{md, text} {
-		if !strings.Contains(out, "Not done by karpool, accepted with") || !strings.Contains(out, "Karpenter assigns IPv4 prefixes") {
+		if !strings.Contains(out, "Not done by karpool, accepted with") || !strings.Contains(out, "Karpenter launches into the selected placement group") {
 			t.Errorf("the plan does not name the accepted field:\n%s", out)
 		}
 	}

@@ -53,6 +53,9 @@ type instance struct {
 	ebsOptimized  bool
 	eni           string
 	mac           string
+	// efa is how many of its interfaces are EFA ("efa" or "efa-only"): the EFA device plugin
+	// offers that many vpc.amazonaws.com/efa on its node.
+	efa int
 	// interruptAt schedules a termination by AWS (spot interruption).
 	interruptAt time.Time
 	// node is the Node its kubelet registers (computed once: user data does not change).
@@ -96,6 +99,8 @@ type launchSpec struct {
 	crTarget     *ec2types.CapacityReservationTarget
 	marketType   ec2types.MarketType
 	reservation  *capacityReservation
+	// efa counts the template's EFA interfaces ("efa" and "efa-only").
+	efa int
 }
 
 // fromLaunchTemplate fills a spec from launch template data.
@@ -107,6 +112,9 @@ func (sp *launchSpec) fromLaunchTemplate(st *state, lt *launchTemplate, ver *ltV
 	sp.sgIDs = append([]string(nil), d.SecurityGroupIds...)
 	sp.sgNames = append([]string(nil), d.SecurityGroups...)
 	for _, ni := range d.NetworkInterfaces {
+		if t := aws.ToString(ni.InterfaceType); t == "efa" || t == "efa-only" {
+			sp.efa++
+		}
 		if aws.ToInt32(ni.DeviceIndex) == 0 || ni.DeviceIndex == nil {
 			sp.sgIDs = append(sp.sgIDs, ni.Groups...)
 			if sn := st.subnetByID(aws.ToString(ni.SubnetId)); sn != nil {
@@ -229,6 +237,9 @@ func (s *Server) checkLaunch(sp *launchSpec) (*image, catalog.Spec, *apiError) {
 			return nil, cs, apiErr(400, "InvalidParameterValue", "Volume size must be at least 1 GiB")
 		}
 	}
+	if int64(sp.efa) > cs.EFA {
+		return nil, cs, apiErr(400, "InvalidParameterCombination", "The instance type %s supports %d EFA interfaces; the launch asks for %d", cs.Name, cs.EFA, sp.efa)
+	}
 	return im, cs, nil
 }
 
@@ -285,7 +296,7 @@ func (s *Server) launch(sp *launchSpec, im *image, cs catalog.Spec, now time.Tim
 		id: st.ids.id("i"), spec: cs, subnet: sn, zone: z, image: im,
 		privateIP: ipString(ip), state: ec2types.InstanceStateNamePending, launchTime: now.UTC().Truncate(time.Second),
 		runningAt: now.Add(s.faults.LaunchLatency.Duration), capacityType: sp.capacityType, userData: aws.ToString(sp.userData),
-		keyName: sp.keyName, clientToken: sp.clientToken, ebsOptimized: sp.ebsOptimized, rootSizeGiB: map[string]int32{},
+		keyName: sp.keyName, clientToken: sp.clientToken, ebsOptimized: sp.ebsOptimized, rootSizeGiB: map[string]int32{}, efa: sp.efa,
 	}
 	if in.capacityType == "" {
 		in.capacityType = catalog.CapacityTypeOnDemand

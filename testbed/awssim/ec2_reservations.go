@@ -253,8 +253,21 @@ func (s *Server) SetCapacityReservationState(id, state string) error {
 	}
 	r.state, r.activateAtStart = st, false
 	s.logf("capacity reservation %s is %s", id, st)
+	if st == ec2types.CapacityReservationStateExpired || st == ec2types.CapacityReservationStateCancelled {
+		s.st.leaveReservation(r)
+	}
 	s.notify()
 	return nil
+}
+
+// leaveReservation detaches the instances of a reservation that ended: they keep running as
+// plain on-demand instances, with no reservation id (a Capacity Block's were reclaimed before).
+func (st *state) leaveReservation(r *capacityReservation) {
+	for _, id := range st.order {
+		if in := st.instances[id]; in != nil && in.reservation == r {
+			in.reservation, in.slotReleased = nil, true
+		}
+	}
 }
 
 // advanceReservations applies the reservations' dates: one added with a future StartDate
@@ -277,6 +290,7 @@ func (st *state) advanceReservations(now time.Time) bool {
 		if r.state == ec2types.CapacityReservationStateActive && !now.Before(r.end) {
 			r.state = ec2types.CapacityReservationStateExpired
 			st.s.logf("capacity reservation %s expired", r.id)
+			st.leaveReservation(r)
 			changed = true
 		}
 	}

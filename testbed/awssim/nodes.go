@@ -177,6 +177,24 @@ func kubeletAllowedLabel(key string) bool {
 }
 
 // kubeletNode builds the Node the instance's kubelet registers. Call with s.mu.
+// drives reports whether the image has the drivers and device plugin that make a node offer
+// the accelerator resource: GPUs need an NVIDIA image, Neuron devices a Neuron-capable one
+// (AL2023's Neuron variant, AL2's GPU image, Bottlerocket's standard x86_64 image), as
+// Karpenter's AMI variants say. An image of the account's own (Custom) is trusted to have them.
+func (im *image) drives(r catalog.Resource) bool {
+	if im == nil || im.family == familyCustom || im.family == "" {
+		return true
+	}
+	switch r {
+	case catalog.NvidiaGPU, catalog.AMDGPU, catalog.HabanaGaudi:
+		return im.variant == "nvidia"
+	case catalog.Neuron, catalog.NeuronCore:
+		return im.variant == "neuron" || im.family == familyAL2 && im.variant == "nvidia" ||
+			im.family == familyBottlerocket && im.variant == "standard" && im.arch == "amd64"
+	}
+	return true
+}
+
 func (s *Server) kubeletNode(in *instance) (*corev1.Node, error) {
 	bs, err := parseUserData(in.userData)
 	if err != nil {
@@ -227,7 +245,7 @@ func (s *Server) kubeletNode(in *instance) (*corev1.Node, error) {
 	for r := catalog.Resource(0); r < catalog.NumResources; r++ {
 		name := corev1.ResourceName(catalog.ResourceNames[r])
 		c, a := it.Capacity[r], it.Allocatable[r]
-		if c == 0 && r > catalog.Pods {
+		if c == 0 && r > catalog.Pods || !in.image.drives(r) {
 			continue
 		}
 		switch r {
@@ -241,6 +259,15 @@ func (s *Server) kubeletNode(in *instance) (*corev1.Node, error) {
 			capacity[name] = *resource.NewQuantity(c, resource.DecimalSI)
 			allocatable[name] = *resource.NewQuantity(a, resource.DecimalSI)
 		}
+	}
+	// vpc.amazonaws.com/efa comes from the EFA device plugin, which offers the interfaces the
+	// instance was launched with, not the most its type could have.
+	efa := corev1.ResourceName(catalog.ResourceNames[catalog.EFA])
+	delete(capacity, efa)
+	delete(allocatable, efa)
+	if in.efa > 0 {
+		capacity[efa] = *resource.NewQuantity(int64(in.efa), resource.DecimalSI)
+		allocatable[efa] = capacity[efa]
 	}
 	for _, hp := range []corev1.ResourceName{"hugepages-1Gi", "hugepages-2Mi"} {
 		capacity[hp] = resource.MustParse("0")

@@ -497,3 +497,26 @@ func TestCreateFleet(t *testing.T) {
 		t.Errorf("3 instances: %+v", out.Instances)
 	}
 }
+
+// EFA interfaces in a launch template: refused beyond what the type has; counted on the
+// instance (the node the EFA device plugin would report offers that many).
+func TestEFAInterfaces(t *testing.T) {
+	_, cfg := newSim(t, awssim.Options{})
+	ctx := testCtx(t, time.Minute)
+	c := ec2.NewFromConfig(cfg)
+	profile := nodeRole(t, cfg)
+	subnets, sg := discovered(t, c)
+	lt := createLTWith(t, c, "karpool-efa", al2023AMI(t, cfg, "x86_64"), sg, profile, func(d *ec2types.RequestLaunchTemplateData) {
+		d.SecurityGroupIds = nil
+		d.NetworkInterfaces = []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{
+			{DeviceIndex: aws.Int32(0), NetworkCardIndex: aws.Int32(0), InterfaceType: aws.String("efa"), Groups: []string{sg}}}
+	})
+	out := try(c.CreateFleet(ctx, fleetInput(lt.LaunchTemplateId, ec2types.DefaultTargetCapacityTypeOnDemand, 1, fleetOverrides(subnets[:1], "m5.large")))).OK(t)
+	if len(out.Instances) != 0 || len(out.Errors) == 0 || aws.ToString(out.Errors[0].ErrorCode) != "InvalidParameterCombination" {
+		t.Fatalf("an EFA interface on m5.large: instances %+v, errors %+v; want InvalidParameterCombination", out.Instances, out.Errors)
+	}
+	out = try(c.CreateFleet(ctx, fleetInput(lt.LaunchTemplateId, ec2types.DefaultTargetCapacityTypeOnDemand, 1, fleetOverrides(subnets[:1], "c5n.18xlarge")))).OK(t)
+	if len(out.Instances) != 1 {
+		t.Fatalf("an EFA interface on c5n.18xlarge: errors %+v", out.Errors)
+	}
+}

@@ -572,6 +572,12 @@ type ConnectionTracking struct {
 	UDPTimeout *int32 `json:"udpTimeout,omitempty"`
 }
 
+// Network interface types of spec.networkInterfaces.
+const (
+	InterfaceTypeInterface = "interface"
+	InterfaceTypeEFAOnly   = "efa-only"
+)
+
 // NetworkInterface places one network interface on a network card of the instance.
 type NetworkInterface struct {
 	// NetworkCardIndex is the network card the interface goes on.

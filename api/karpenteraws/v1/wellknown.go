@@ -40,6 +40,10 @@ const (
 	LabelTopologyZoneID = "topology.k8s.aws/zone-id"
 )
 
+// ReservationLabels are the labels of a node in a capacity reservation; it loses them when the
+// reservation ends.
+var ReservationLabels = []string{LabelCapacityReservationID, LabelCapacityReservationType, LabelCapacityReservationInterruptible}
+
 // WellKnownLabels are the karpenter.k8s.aws label keys that the upstream NodePool and NodeClaim
 // CRDs accept in requirements (the same list their CEL rules spell out).
 var WellKnownLabels = []string{

@@ -22,6 +22,7 @@ import (
 	capreservation "github.com/karpool/karpool/autoscaler/cloud/aws/capacityreservation"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/ec2filter"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/prereq"
+	"github.com/karpool/karpool/internal/requirements"
 )
 
 // liveStates are the instance states that still cost money or may come back.
@@ -203,8 +204,7 @@ func (p *Provider) IsDrifted(ctx context.Context, claim *karpv1.NodeClaim, nc *a
 	if err != nil {
 		return "", fmt.Errorf("nodeclaim %s: %w", claim.Name, err)
 	}
-	arch := claim.Labels[corev1.LabelArchStable]
-	if !slices.ContainsFunc(st.AMIs, func(a awsv1.AMI) bool { return a.ID == aws.ToString(in.ImageId) && amiSuits(a, arch) }) {
+	if !slices.ContainsFunc(st.AMIs, func(a awsv1.AMI) bool { return a.ID == aws.ToString(in.ImageId) && amiSuits(a, claim.Labels) }) {
 		return cloud.DriftAMI, nil
 	}
 	if !slices.ContainsFunc(st.Subnets, func(s awsv1.Subnet) bool { return s.ID == aws.ToString(in.SubnetId) }) {
@@ -225,11 +225,16 @@ func (p *Provider) IsDrifted(ctx context.Context, claim *karpv1.NodeClaim, nc *a
 	return "", nil
 }
 
-// amiSuits: the image's architecture requirement (the only one status.amis carries) admits arch
-// (the NodeClaim's label; when unknown, any image does).
-func amiSuits(a awsv1.AMI, arch string) bool {
+// amiSuits: the image's requirements in status.amis (architecture and, for an alias image, the
+// accelerator variant) admit a node with the NodeClaim's labels. A GPU node still on the
+// standard image drifts to the NVIDIA one, as in Karpenter.
+func amiSuits(a awsv1.AMI, labels map[string]string) bool {
 	for _, r := range a.Requirements {
-		if arch != "" && r.Key == corev1.LabelArchStable && r.Operator == corev1.NodeSelectorOpIn && !slices.Contains(r.Values, arch) {
+		v, ok := labels[r.Key]
+		if r.Key == corev1.LabelArchStable && !ok {
+			continue // unknown architecture: any image does
+		}
+		if req := requirements.New(r.Key, r.Operator, r.Values); !req.Matches(v, ok) {
 			return false
 		}
 	}

@@ -182,12 +182,8 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim, nc *awsv
 			subnetByZone[s.Zone] = s
 		}
 	}
-	imageByArch := map[string]amifamily.Image{}
-	for _, im := range r.images {
-		imageByArch[im.Arch] = im
-	}
 	capacityType, opts := launchOptions(claim, its, zones)
-	opts = slices.DeleteFunc(opts, func(o option) bool { _, ok := imageByArch[o.it.Labels[labelArch]]; return !ok })
+	opts = slices.DeleteFunc(opts, func(o option) bool { _, ok := imageFor(r.images, o.it); return !ok })
 	if len(opts) == 0 {
 		return nil, fmt.Errorf("nodeclaim %s: no instance type satisfies its requirements and requests in the zones of EC2NodeClass %s (%s) with an available offering and a matching AMI",
 			claim.Name, nc.Name, strings.Join(slices.Sorted(maps.Keys(zones)), ", "))
@@ -196,7 +192,7 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim, nc *awsv
 		opts = opts[:maxOverrides]
 	}
 	l := &fleetLaunch{claim: claim, nc: nc, r: r, facts: facts, capacityType: capacityType, opts: opts,
-		imageByArch: imageByArch, subnetByZone: subnetByZone}
+		subnetByZone: subnetByZone}
 	configs, err := p.fleetConfigs(ctx, l)
 	if err != nil {
 		return nil, err
@@ -222,41 +218,48 @@ type fleetLaunch struct {
 	facts        Options
 	capacityType string
 	opts         []option
-	imageByArch  map[string]amifamily.Image
 	subnetByZone map[string]network.Subnet
 }
 
-// launchKind is what a launch template says about how the instance is bought: the capacity
-// type and, for a reservation, which one and its type.
+// launchKind is what differs between the launch templates of one launch: how the instance
+// is bought (capacity type and, for a reservation, which one and its type), the kubelet's pod
+// limit where the user data carries it, and the EFA interfaces.
 type launchKind struct {
 	capacityType, reservationID, reservationType string
+	maxPods                                      int32
+	efa                                          int
 }
 
-// fleetConfigs makes one launch template per architecture (the AMI differs), for AL2 and
-// Bottlerocket per pod capacity (their user data carries the kubelet's pod limit), and per
-// capacity reservation (a template targets one), in a stable order.
+// fleetConfigs makes one launch template per image (architecture and accelerator variant),
+// for AL2 and Bottlerocket per pod capacity (their user data carries the kubelet's pod limit),
+// per capacity reservation (a template targets one) and per EFA interface count, in a stable
+// order.
 func (p *Provider) fleetConfigs(ctx context.Context, l *fleetLaunch) ([]ec2types.FleetLaunchTemplateConfigRequest, error) {
 	type ltKey struct {
-		arch        string
+		image       string
 		maxPods     int32
 		reservation string
+		efa         int
 	}
 	groups := map[ltKey][]option{}
 	for _, o := range l.opts {
-		k := ltKey{arch: o.it.Labels[labelArch], reservation: o.offering.ReservationID}
+		im, _ := imageFor(l.r.images, o.it)
+		k := ltKey{image: im.ID, reservation: o.offering.ReservationID, efa: efaInterfaces(l.claim, l.nc, o.it)}
 		if l.r.opts.AMIFamily == catalog.AMIFamilyAL2 || l.r.opts.AMIFamily == catalog.AMIFamilyBottlerocket {
 			k.maxPods = int32(o.it.Capacity[catalog.Pods])
 		}
 		groups[k] = append(groups[k], o)
 	}
 	keys := slices.SortedFunc(maps.Keys(groups), func(a, b ltKey) int {
-		return cmp.Or(cmp.Compare(a.arch, b.arch), cmp.Compare(a.maxPods, b.maxPods), cmp.Compare(a.reservation, b.reservation))
+		return cmp.Or(cmp.Compare(a.image, b.image), cmp.Compare(a.maxPods, b.maxPods), cmp.Compare(a.reservation, b.reservation), cmp.Compare(a.efa, b.efa))
 	})
 	var configs []ec2types.FleetLaunchTemplateConfigRequest
 	for _, k := range keys {
 		first := groups[k][0].offering
-		kind := launchKind{capacityType: l.capacityType, reservationID: first.ReservationID, reservationType: first.ReservationType}
-		data, err := launchTemplateData(l.claim, l.nc, l.r, l.imageByArch[k.arch], l.facts, kind, k.maxPods, !p.opts.NoReservedCapacity)
+		kind := launchKind{capacityType: l.capacityType, reservationID: first.ReservationID, reservationType: first.ReservationType,
+			maxPods: k.maxPods, efa: k.efa}
+		im, _ := imageFor(l.r.images, groups[k][0].it)
+		data, err := launchTemplateData(l.claim, l.nc, l.r, im, l.facts, kind, !p.opts.NoReservedCapacity)
 		if err != nil {
 			return nil, err
 		}
@@ -364,12 +367,25 @@ func (p *Provider) fleetResult(l *fleetLaunch, out *ec2.CreateFleetOutput, now t
 			bought = opt.offering
 			p.reservations.MarkLaunched(bought.ReservationID)
 		}
-		return launched(l.claim, &it, fi.InstanceIds[0], bought, l.imageByArch[it.Labels[labelArch]].ID), nil
+		im, _ := imageFor(l.r.images, &it)
+		return launched(l.claim, &it, fi.InstanceIds[0], bought, im.ID), nil
 	}
 	if len(other) == 0 && len(failed) > 0 {
 		return nil, &cloud.InsufficientCapacityError{NodeClaim: l.claim.Name, Offerings: failed}
 	}
 	return nil, fmt.Errorf("nodeclaim %s: CreateFleet launched nothing: %s", l.claim.Name, strings.Join(append(other, failed...), "; "))
+}
+
+// imageFor is the newest of the images that suits a node of the type (see Image.Suits).
+func imageFor(images []amifamily.Image, it *catalog.InstanceType) (amifamily.Image, bool) {
+	var best amifamily.Image
+	found := false
+	for _, im := range images {
+		if im.Suits(it.Labels) && (!found || im.Created > best.Created || im.Created == best.Created && im.ID > best.ID) {
+			best, found = im, true
+		}
+	}
+	return best, found
 }
 
 // launchedEarlier finds the instance an earlier Create launched for the NodeClaim by its
@@ -480,12 +496,11 @@ func kubeletLabel(key string) bool {
 }
 
 // launchTemplateData is the launch template for a NodeClaim's launches of one architecture
-// (and, on AL2 and Bottlerocket, one pod capacity: maxPods) and one kind of purchase.
-// Everything NodeClaim-specific (its name) stays out of it, so NodeClaims of the same pool,
+// and one kind (see launchKind). Everything NodeClaim-specific (its name) stays out of it, so NodeClaims of the same pool,
 // class and capacity type share one template. With targeting (the ReservedCapacity gate), a
 // reserved launch goes only into its reservation and every other launch stays out of
 // reservations, open ones included, as Karpenter's templates say.
-func launchTemplateData(claim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass, r *resolved, im amifamily.Image, facts Options, kind launchKind, maxPods int32, targeting bool) (*ec2types.RequestLaunchTemplateData, error) {
+func launchTemplateData(claim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass, r *resolved, im amifamily.Image, facts Options, kind launchKind, targeting bool) (*ec2types.RequestLaunchTemplateData, error) {
 	labels := map[string]string{}
 	for k, v := range claim.Labels {
 		if kubeletLabel(k) {
@@ -503,7 +518,7 @@ func launchTemplateData(claim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass, r *reso
 		taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
 	}
 	b := userdata.Bootstrap{ClusterName: facts.ClusterName, Endpoint: facts.ClusterEndpoint, CA: facts.ClusterCA,
-		CIDR: facts.ClusterCIDR, Labels: labels, Taints: taints, Kubelet: nc.Spec.Kubelet, MaxPods: maxPods, Custom: aws.ToString(nc.Spec.UserData)}
+		CIDR: facts.ClusterCIDR, Labels: labels, Taints: taints, Kubelet: nc.Spec.Kubelet, MaxPods: kind.maxPods, Custom: aws.ToString(nc.Spec.UserData)}
 	if r.opts.AMIFamily == catalog.AMIFamilyAL2 || r.opts.AMIFamily == catalog.AMIFamilyBottlerocket {
 		dns, err := userdata.ClusterDNS(nc.Spec.Kubelet, facts.ClusterCIDR)
 		if err != nil {
@@ -535,10 +550,8 @@ func launchTemplateData(claim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass, r *reso
 	for i, g := range r.sgs {
 		sgs[i] = g.ID
 	}
-	if nc.Spec.AssociatePublicIPAddress != nil {
-		data.NetworkInterfaces = []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{{
-			DeviceIndex: aws.Int32(0), AssociatePublicIpAddress: nc.Spec.AssociatePublicIPAddress, Groups: sgs}}
-	} else {
+	// With network interfaces the security groups go on them; EC2 refuses both.
+	if data.NetworkInterfaces = networkInterfaces(nc, sgs, kind.efa); data.NetworkInterfaces == nil {
 		data.SecurityGroupIds = sgs
 	}
 	if targeting {

@@ -66,3 +66,21 @@ func TestLaunchOptionsPreferReservations(t *testing.T) {
 		t.Fatalf("on-demand with a reservation id requirement: %v", opts)
 	}
 }
+
+// Drift reads status.amis as Karpenter does: a GPU node on the standard image has drifted (the
+// class's NVIDIA image is the one for it); a CPU node on it has not.
+func TestAMISuitsTheNode(t *testing.T) {
+	standard := awsv1.AMI{ID: "ami-1", Requirements: []corev1.NodeSelectorRequirement{
+		{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}},
+		{Key: awsv1.LabelInstanceGPUCount, Operator: corev1.NodeSelectorOpDoesNotExist},
+		{Key: awsv1.LabelInstanceAcceleratorCount, Operator: corev1.NodeSelectorOpDoesNotExist}}}
+	cpu := map[string]string{corev1.LabelArchStable: "amd64"}
+	gpu := map[string]string{corev1.LabelArchStable: "amd64", awsv1.LabelInstanceGPUCount: "1"}
+	arm := map[string]string{corev1.LabelArchStable: "arm64"}
+	if !amiSuits(standard, cpu) || amiSuits(standard, gpu) || amiSuits(standard, arm) {
+		t.Errorf("standard image suits cpu/gpu/arm: %v %v %v, want true false false", amiSuits(standard, cpu), amiSuits(standard, gpu), amiSuits(standard, arm))
+	}
+	if !amiSuits(standard, map[string]string{}) {
+		t.Error("a NodeClaim without an architecture label must not drift on the image")
+	}
+}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
-
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/autoscaler/catalog"
 	capreservation "github.com/karpool/karpool/autoscaler/cloud/aws/capacityreservation"
@@ -41,8 +39,9 @@ func (p *Provider) SecurityGroups(ctx context.Context, nc *awsv1.EC2NodeClass) (
 }
 
 // AMIs returns the images the class's spec.amiSelectorTerms select now for the cluster's
-// Kubernetes version: the newest per architecture, each with the kubernetes.io/arch
-// requirement it suits, sorted by architecture. An error matching awserr.ErrInvalidClass means the
+// Kubernetes version: the newest per architecture and variant, each with the requirements of
+// the instance types it suits (an image of several variants once per variant), sorted by
+// architecture. An error matching awserr.ErrInvalidClass means the
 // terms match no image.
 func (p *Provider) AMIs(ctx context.Context, nc *awsv1.EC2NodeClass) ([]awsv1.AMI, error) {
 	if err := p.cluster(ctx); err != nil {
@@ -52,10 +51,11 @@ func (p *Provider) AMIs(ctx context.Context, nc *awsv1.EC2NodeClass) ([]awsv1.AM
 	if err != nil {
 		return nil, err
 	}
-	out := make([]awsv1.AMI, len(ims))
-	for i, im := range ims {
-		out[i] = awsv1.AMI{ID: im.ID, Name: im.Name, Deprecated: im.Deprecated, Requirements: []corev1.NodeSelectorRequirement{
-			{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{im.Arch}}}}
+	var out []awsv1.AMI
+	for _, im := range ims {
+		for _, reqs := range im.Requirements() {
+			out = append(out, awsv1.AMI{ID: im.ID, Name: im.Name, Deprecated: im.Deprecated, Requirements: reqs})
+		}
 	}
 	return out, nil
 }

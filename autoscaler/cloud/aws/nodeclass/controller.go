@@ -2,7 +2,7 @@
 // security groups, AMIs and instance profile through the AWS provider into its status, keeps
 // its conditions (SubnetsReady, SecurityGroupsReady, AMIsReady, CapacityReservationsReady,
 // InstanceProfileReady, ValidationSucceeded and Ready), drains the nodes of capacity blocks
-// about to end, and on deletion waits for the class's NodeClaims to go before
+// about to end, turns nodes whose reservation ended into on-demand ones, and on deletion waits for the class's NodeClaims to go before
 // deleting the launch templates and the instance profile karpool created for it.
 //
 // Ready=True for the class's current generation (see Ready) is the promise the provisioning
@@ -154,6 +154,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	if err := r.drainExpiring(ctx, nc); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.demoteEnded(ctx, nc); err != nil {
 		return ctrl.Result{}, err
 	}
 	if failed || !Ready(nc) {

@@ -197,7 +197,9 @@ func TestEC2NodeClassStatus(t *testing.T) {
 			}
 		}
 	}
-	if len(nc.Status.AMIs) != 2 || !archs["amd64"] || !archs["arm64"] {
+	// al2023@latest: standard, NVIDIA and Neuron images on x86_64, standard and NVIDIA on arm64,
+	// each listed with the requirements of the types it suits.
+	if len(nc.Status.AMIs) != 5 || !archs["amd64"] || !archs["arm64"] {
 		t.Errorf("AMIs %+v", nc.Status.AMIs)
 	}
 	if nc.Status.InstanceProfile != h.p.InstanceProfileName("ready") {
@@ -288,12 +290,14 @@ func TestEC2NodeClassStatus(t *testing.T) {
 	if c := meta.FindStatusCondition(nc.Status.Conditions, unimplemented.ConditionType); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("FieldsHonored of a plain class: %+v, want True", c)
 	}
-	h.class("prefixes", func(nc *awsv1.EC2NodeClass) { nc.Spec.IPPrefixCount = aws.Int32(2) })
-	pre := h.waitCondition("prefixes", unimplemented.ConditionType, metav1.ConditionFalse)
-	if c := meta.FindStatusCondition(pre.Status.Conditions, unimplemented.ConditionType); !strings.Contains(c.Message, "spec.ipPrefixCount is not implemented by karpool") {
-		t.Errorf("FieldsHonored %+v, want it to name spec.ipPrefixCount", c)
+	h.class("placed", func(nc *awsv1.EC2NodeClass) {
+		nc.Spec.PlacementGroupSelector = &awsv1.PlacementGroupSelectorTerm{Name: "ml"}
+	})
+	pre := h.waitCondition("placed", unimplemented.ConditionType, metav1.ConditionFalse)
+	if c := meta.FindStatusCondition(pre.Status.Conditions, unimplemented.ConditionType); !strings.Contains(c.Message, "spec.placementGroupSelector is not implemented by karpool") {
+		t.Errorf("FieldsHonored %+v, want it to name spec.placementGroupSelector", c)
 	}
-	h.waitCondition("prefixes", awsv1.ConditionTypeReady, metav1.ConditionTrue)
+	h.waitCondition("placed", awsv1.ConditionTypeReady, metav1.ConditionTrue)
 
 	// Deletion waits for the class's NodeClaims, then removes its launch templates and
 	// instance profile.
@@ -352,5 +356,94 @@ func workshopClaim(name, class string) *karpv1.NodeClaim {
 			},
 			NodeClassRef: &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: class},
 		},
+	}
+}
+
+// TestCapacityBlockNodesDrainBeforeTheEnd: a capacity block 35 minutes from its end is inside
+// Karpenter's 40-minute window: the class reports it expiring and the controller deletes the
+// NodeClaims launched into it (their termination drains the nodes), not the others.
+func TestCapacityBlockNodesDrainBeforeTheEnd(t *testing.T) {
+	h := start(t)
+	end := time.Now().Add(35 * time.Minute)
+	id, err := h.srv.AddCapacityReservation(awssim.CapacityReservationSpec{InstanceType: "p5.48xlarge", AvailabilityZone: h.srv.Region() + "a",
+		TotalInstanceCount: 2, ReservationType: "capacity-block", EndDate: &end})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.class("blocks", func(nc *awsv1.EC2NodeClass) {
+		nc.Spec.CapacityReservationSelectorTerms = []awsv1.CapacityReservationSelectorTerm{{ID: id}}
+	})
+	h.eventually("the capacity block expiring in status", func() (bool, string) {
+		rs := h.get("blocks").Status.CapacityReservations
+		return len(rs) == 1 && rs[0].State == "expiring" && rs[0].ReservationType == "capacity-block", fmt.Sprintf("%+v", rs)
+	})
+	inBlock, other := workshopClaim("blocks-aaaaa", "blocks"), workshopClaim("blocks-bbbbb", "blocks")
+	inBlock.Labels[awsv1.LabelCapacityReservationID] = id
+	for _, c := range []*karpv1.NodeClaim{inBlock, other} {
+		if err := h.c.Create(h.ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.eventually("the capacity block's NodeClaim deleted", func() (bool, string) {
+		err := h.c.Get(h.ctx, client.ObjectKeyFromObject(inBlock), &karpv1.NodeClaim{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	if err := h.c.Get(h.ctx, client.ObjectKeyFromObject(other), &karpv1.NodeClaim{}); err != nil {
+		t.Errorf("the NodeClaim outside the block: %v", err)
+	}
+	// The class goes at the end of the test once its NodeClaims have.
+	if err := h.c.Delete(h.ctx, other); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReservationEndedTurnsNodesOnDemand: when a reservation is cancelled, EC2 keeps its
+// instances running as on-demand; the NodeClaims launched into it lose the reservation labels
+// and say on-demand, as Karpenter's capacity-type controller has them.
+func TestReservationEndedTurnsNodesOnDemand(t *testing.T) {
+	h := start(t)
+	id, err := h.srv.AddCapacityReservation(awssim.CapacityReservationSpec{InstanceType: "m5.large", AvailabilityZone: h.srv.Region() + "a", TotalInstanceCount: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.class("odcr", func(nc *awsv1.EC2NodeClass) {
+		nc.Spec.CapacityReservationSelectorTerms = []awsv1.CapacityReservationSelectorTerm{{ID: id}}
+	})
+	nc := h.waitCondition("odcr", awsv1.ConditionTypeReady, metav1.ConditionTrue)
+	if len(nc.Status.CapacityReservations) != 1 {
+		t.Fatalf("status.capacityReservations %+v", nc.Status.CapacityReservations)
+	}
+	claim := workshopClaim("odcr-aaaaa", "odcr")
+	claim.UID = "uid-odcr-aaaaa"
+	claim.Spec.Requirements[1].Values = []string{karpv1.CapacityTypeReserved, karpv1.CapacityTypeOnDemand}
+	got, err := h.p.Create(h.ctx, claim, nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Labels[awsv1.LabelCapacityReservationID] != id {
+		t.Fatalf("launched as %v, want into %s", got.Labels, id)
+	}
+	obj := workshopClaim("odcr-aaaaa", "odcr")
+	obj.Labels = got.Labels
+	if err := h.c.Create(h.ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	obj.Status.ProviderID = got.Status.ProviderID
+	if err := h.c.Status().Update(h.ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.srv.SetCapacityReservationState(id, "cancelled"); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("the NodeClaim on-demand without reservation labels", func() (bool, string) {
+		c := &karpv1.NodeClaim{}
+		if err := h.c.Get(h.ctx, client.ObjectKeyFromObject(obj), c); err != nil {
+			return false, err.Error()
+		}
+		_, rid := c.Labels[awsv1.LabelCapacityReservationID]
+		return c.Labels[karpv1.LabelCapacityType] == karpv1.CapacityTypeOnDemand && !rid, fmt.Sprint(c.Labels)
+	})
+	if err := h.c.Delete(h.ctx, obj); err != nil {
+		t.Fatal(err)
 	}
 }
