@@ -18,11 +18,18 @@ import (
 // reserved and the reservation's id, so the launch cannot land elsewhere) and takes one place;
 // the others lose their reserved offerings and launch as their cheapest other option, as
 // Karpenter's scheduler falls back. A NodeClaim left with no option (its pool allows only
-// reserved capacity) is dropped and its pods are unschedulable.
-func reserve(res *Result) *Result {
+// reserved capacity) is dropped and its pods are unschedulable. In-flight NodeClaims pinned to
+// a reservation and not launched yet hold their place: the cloud counts a place taken only
+// once the instance exists.
+func reserve(in *Input, res *Result) *Result {
 	room := reservationRoom(res.NodeClaims)
 	if len(room) == 0 {
 		return res
+	}
+	for _, f := range in.NodeClaims {
+		if id := pinnedReservation(f.NodeClaim); id != "" && f.NodeClaim.Status.ProviderID == "" {
+			room[id]--
+		}
 	}
 	dropped := map[int]bool{}
 	for i := range res.NodeClaims {
@@ -42,6 +49,16 @@ func reserve(res *Result) *Result {
 		return res
 	}
 	return withoutNodeClaims(res, dropped, "its NodePool allows only capacity type reserved and the matching capacity reservations are taken by other NodeClaims of this plan")
+}
+
+// pinnedReservation is the reservation a NodeClaim may only launch into ("" if none).
+func pinnedReservation(nc *karpv1.NodeClaim) string {
+	for _, r := range nc.Spec.Requirements {
+		if r.Key == awsv1.LabelCapacityReservationID && r.Operator == corev1.NodeSelectorOpIn && len(r.Values) == 1 {
+			return r.Values[0]
+		}
+	}
+	return ""
 }
 
 // reservationRoom is how many more nodes each reservation offered to the plan can take (the

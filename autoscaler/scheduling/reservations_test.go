@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
@@ -98,4 +99,25 @@ func hasRequirement(nc *scheduling.NodeClaim, key, value string) bool {
 		}
 	}
 	return false
+}
+
+// A NodeClaim pinned to the reservation but not launched yet holds its place: the next plan
+// puts one more node into a reservation of 2, not 2.
+func TestInFlightNodeClaimHoldsItsReservation(t *testing.T) {
+	inflight := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "default-inflight", Labels: map[string]string{karpv1.LabelNodePool: "default"}},
+		Spec: karpv1.NodeClaimSpec{Requirements: []karpv1.NodeSelectorRequirementWithMinValues{
+			{Key: karpv1.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: []string{"reserved"}},
+			{Key: awsv1.LabelCapacityReservationID, Operator: corev1.NodeSelectorOpIn, Values: []string{"cr-1"}},
+			{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5.xlarge"}}}}}
+	in := &scheduling.Input{Pods: pods("p", 12, "1500m", "1Gi"), Pools: []scheduling.Pool{reservedPool(2, "reserved", "on-demand")},
+		NodeClaims: []scheduling.InFlightNodeClaim{{NodeClaim: inflight}}}
+	res := solve(t, in)
+	if reserved, _ := reservedClaims(res); len(reserved) != 1 {
+		t.Fatalf("%d new NodeClaims in the reservation with 1 of its 2 places held in flight; want 1", len(reserved))
+	}
+	// Once launched, the cloud's count says so: the plan may use both places it reports.
+	inflight.Status.ProviderID = "aws:///zone-a/i-1"
+	if reserved, _ := reservedClaims(solve(t, in)); len(reserved) != 2 {
+		t.Fatalf("%d new NodeClaims in the reservation after the in-flight one launched; want 2", len(reserved))
+	}
 }

@@ -80,7 +80,7 @@ func newSolver(in *Input, split bool) *solver {
 // capacity reservations are handed out (reserve).
 func Solve(in *Input) *Result {
 	res, s := solveBest(in)
-	return reserve(s.repack(res))
+	return reserve(in, s.repack(res))
 }
 
 // solveBest is Solve without the final re-packing (see repack).

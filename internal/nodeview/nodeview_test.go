@@ -99,3 +99,22 @@ func TestBuildAndRender(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A node in a capacity reservation shows as reserved, priced as Karpenter prices reserved
+// capacity (the on-demand price divided by ten million) plus its volumes.
+func TestReservedNodeRow(t *testing.T) {
+	n := node("r", "gpu", "m5.large", "reserved", "us-east-1a", time.Hour, "1930m", "6903Mi")
+	n.Labels["karpenter.k8s.aws/capacity-reservation-id"] = "cr-0123"
+	v := Build(state.New(nil, []*corev1.Node{n}, nil), prices("us-east-1"), now)
+	row := v.Nodes[0]
+	if !row.Priced || row.CapacityType != "reserved" || math.Abs(row.PerHour-0.096/1e7) > 1e-12 {
+		t.Fatalf("reserved row %+v: want priced at $%g/h", row, 0.096/1e7)
+	}
+	var out bytes.Buffer
+	if err := Render(&out, v); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "reserved") {
+		t.Errorf("output lacks the capacity type:\n%s", out.String())
+	}
+}
