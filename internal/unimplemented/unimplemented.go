@@ -20,7 +20,7 @@ type Gap struct {
 	Karpenter string
 }
 
-// Field is the gap's path written with dots: "spec.cpuOptions".
+// Field is the gap's path written with dots: "spec.placementGroupSelector".
 func (g Gap) Field() string { return strings.Join(g.Path, ".") }
 
 // Subject is the field, with the value when the gap is one value of it.
@@ -42,7 +42,7 @@ func (g Gap) Explain() string {
 // Gaps are the fields, in the order of the kinds' specs.
 var Gaps = []Gap{
 	{"NodePool", []string{"spec", "disruption", "consolidationPolicy"}, "Balanced", "consolidates underused nodes when the saving outweighs the disruption; karpool would treat the pool as WhenEmpty"},
-	{"EC2NodeClass", []string{"spec", "cpuOptions"}, "", "sets these CPU options (cores, threads per core, nested virtualization) in the launch template"},
+	{"EC2NodeClass", []string{"spec", "cpuOptions", "nestedVirtualization"}, "enabled", "turns nested virtualization on in the launch template and launches only instance types that support it"},
 	{"EC2NodeClass", []string{"spec", "placementGroupSelector"}, "", "launches into the selected placement group and reports it in status"},
 	{"EC2NodeClass", []string{"spec", "instanceStorePolicy"}, "RAID0", "builds one RAID0 array of the instance-store disks for the kubelet's ephemeral storage in the user data; karpool counts that storage but does not build the array"},
 }

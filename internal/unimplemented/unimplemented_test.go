@@ -24,13 +24,17 @@ func TestConditionNamesEachField(t *testing.T) {
 	if c := Condition("EC2NodeClass", nc, 1); c.Status != metav1.ConditionTrue {
 		t.Fatalf("an empty list selects nothing: %+v, want True", c)
 	}
+	nc.Spec.CPUOptions = &awsv1.CPUOptions{NestedVirtualization: ptr.To("disabled")}
+	if c := Condition("EC2NodeClass", nc, 1); c.Status != metav1.ConditionTrue {
+		t.Fatalf("nested virtualization disabled: %+v, want True", c)
+	}
 	nc.Spec.CPUOptions = &awsv1.CPUOptions{NestedVirtualization: ptr.To("enabled")}
 	nc.Spec.PlacementGroupSelector = &awsv1.PlacementGroupSelectorTerm{Name: "ml"}
 	c := Condition("EC2NodeClass", nc, 2)
 	if c.Status != metav1.ConditionFalse || c.Reason != "NotImplemented" {
 		t.Fatalf("%+v, want False NotImplemented", c)
 	}
-	for _, want := range []string{"spec.cpuOptions is not implemented", "CPU options (cores", "spec.placementGroupSelector is not implemented"} {
+	for _, want := range []string{"spec.cpuOptions.nestedVirtualization: enabled is not implemented", "only instance types that support it", "spec.placementGroupSelector is not implemented"} {
 		if !strings.Contains(c.Message, want) {
 			t.Errorf("message %q does not say %q", c.Message, want)
 		}

@@ -540,6 +540,7 @@ func launchTemplateData(claim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass, r *reso
 		IamInstanceProfile:  &ec2types.LaunchTemplateIamInstanceProfileSpecificationRequest{Name: aws.String(r.profile)},
 		BlockDeviceMappings: bdms,
 		MetadataOptions:     metadataOptions(nc.Spec.MetadataOptions),
+		CpuOptions:          cpuOptions(nc.Spec.CPUOptions),
 		Monitoring:          &ec2types.LaunchTemplatesMonitoringRequest{Enabled: aws.Bool(aws.ToBool(nc.Spec.DetailedMonitoring))},
 		// Network interfaces are created by the launch too; the controller policy wants them
 		// tagged like the instance.

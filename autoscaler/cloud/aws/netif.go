@@ -78,3 +78,14 @@ func efaInterfaces(claim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass, it *catalog.
 	}
 	return int(it.Capacity[catalog.EFA])
 }
+
+// cpuOptions is the class's spec.cpuOptions as the launch template takes it (nil: EC2's
+// defaults). nestedVirtualization: enabled is not implemented (karpool cannot tell which types
+// support it): it is refused before a launch, and ignored here for a class that accepted that
+// (internal/unimplemented's opt-out).
+func cpuOptions(o *awsv1.CPUOptions) *ec2types.LaunchTemplateCpuOptionsRequest {
+	if o == nil || o.NestedVirtualization == nil || *o.NestedVirtualization != string(ec2types.NestedVirtualizationSpecificationDisabled) {
+		return nil
+	}
+	return &ec2types.LaunchTemplateCpuOptionsRequest{NestedVirtualization: ec2types.NestedVirtualizationSpecificationDisabled}
+}
