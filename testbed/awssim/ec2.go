@@ -489,3 +489,19 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(out)
 	return out
 }
+
+// checkMaxResults refuses what EC2's describe operations refuse of MaxResults: a value outside
+// [lo, hi], and any value given with a list of ids (idsParam names that list, as EC2's message
+// does; ids is its length).
+func checkMaxResults(maxResults *int32, lo, hi int32, idsParam string, ids int) error {
+	if maxResults == nil {
+		return nil
+	}
+	if *maxResults < lo || *maxResults > hi {
+		return apiErr(400, "InvalidParameterValue", "Value ( %d ) for parameter maxResults is invalid. Parameter must be in the range %d-%d", *maxResults, lo, hi)
+	}
+	if ids > 0 {
+		return apiErr(400, "InvalidParameterCombination", "The parameter %s cannot be used with the parameter maxResults", idsParam)
+	}
+	return nil
+}

@@ -1013,11 +1013,8 @@ func (s *Server) describeInstances(rc *reqCtx, in *ec2.DescribeInstancesInput) (
 	if err := dryRun(in); err != nil {
 		return nil, err
 	}
-	if in.MaxResults != nil && (*in.MaxResults < 5 || *in.MaxResults > 1000) {
-		return nil, apiErr(400, "InvalidParameterValue", "Value ( %d ) for parameter maxResults is invalid. Parameter must be in the range 5-1000", *in.MaxResults)
-	}
-	if in.MaxResults != nil && len(in.InstanceIds) > 0 {
-		return nil, apiErr(400, "InvalidParameterCombination", "The parameter instancesSet cannot be used with the parameter maxResults")
+	if err := checkMaxResults(in.MaxResults, 5, 1000, "instancesSet", len(in.InstanceIds)); err != nil {
+		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

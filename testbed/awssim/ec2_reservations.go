@@ -350,12 +350,9 @@ func (s *Server) describeCapacityReservations(rc *reqCtx, in *ec2.DescribeCapaci
 	if err := dryRun(in); err != nil {
 		return nil, err
 	}
-	if in.MaxResults != nil && (*in.MaxResults < 1 || *in.MaxResults > 1000) {
-		return nil, apiErr(400, "InvalidParameterValue", "Value ( %d ) for parameter maxResults is invalid. Parameter must be in the range 1-1000", *in.MaxResults)
-	}
 	// Karpenter's provider notes EC2 refuses MaxResults with ids, as DescribeInstances does.
-	if in.MaxResults != nil && len(in.CapacityReservationIds) > 0 {
-		return nil, apiErr(400, "InvalidParameterCombination", "The parameter capacityReservationIdSet cannot be used with the parameter maxResults")
+	if err := checkMaxResults(in.MaxResults, 1, 1000, "capacityReservationIdSet", len(in.CapacityReservationIds)); err != nil {
+		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

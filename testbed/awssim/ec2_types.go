@@ -218,8 +218,8 @@ func (s *Server) describeInstanceTypes(rc *reqCtx, in *ec2.DescribeInstanceTypes
 	if err := dryRun(in); err != nil {
 		return nil, err
 	}
-	if in.MaxResults != nil && (*in.MaxResults < 5 || *in.MaxResults > 100) {
-		return nil, apiErr(400, "InvalidParameterValue", "Value ( %d ) for parameter maxResults is invalid. Parameter must be in the range 5-100", *in.MaxResults)
+	if err := checkMaxResults(in.MaxResults, 5, 100, "", 0); err != nil {
+		return nil, err
 	}
 	for _, t := range in.InstanceTypes {
 		if _, ok := s.spec(string(t)); !ok {
