@@ -501,7 +501,7 @@ func (s *poolSet) poolTemplate(p *poolState, np *karpv1.NodePool) {
 			p.nodeLimit = q.Value()
 			continue
 		}
-		if r, ok := resourceIndex(name); ok {
+		if r, ok := ResourceIndex(name); ok {
 			p.limited[r] = true
 			p.limits[r] = quantityValue(r, q)
 		}

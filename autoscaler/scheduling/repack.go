@@ -206,7 +206,7 @@ func (s *repacker) subInput(res *Result, p *poolState, claims []int, added int) 
 			if name == "nodes" {
 				left := p.nodeLimit - p.nodes - int64(added) + int64(len(claims))
 				np.Spec.Limits[name] = *resource.NewQuantity(left, resource.DecimalSI)
-			} else if r, ok := resourceIndex(name); ok {
+			} else if r, ok := ResourceIndex(name); ok {
 				np.Spec.Limits[name] = limitQuantity(r, used[r])
 			}
 		}

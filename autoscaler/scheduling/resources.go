@@ -13,8 +13,9 @@ import (
 	"github.com/karpool/karpool/autoscaler/catalog"
 )
 
-// resourceIndex maps a Kubernetes resource name to its index in catalog.Resources.
-func resourceIndex(name corev1.ResourceName) (catalog.Resource, bool) {
+// ResourceIndex maps a Kubernetes resource name to its index in catalog.Resources; false for
+// resources the engine does not schedule on.
+func ResourceIndex(name corev1.ResourceName) (catalog.Resource, bool) {
 	switch name {
 	case corev1.ResourceCPU:
 		return catalog.CPU, true
@@ -44,7 +45,7 @@ func quantityValue(r catalog.Resource, q resource.Quantity) int64 {
 // ToResources converts a ResourceList; resources karpool does not model are reported in unknown.
 func ToResources(list corev1.ResourceList) (out catalog.Resources, unknown []string) {
 	for name, q := range list {
-		i, ok := resourceIndex(name)
+		i, ok := ResourceIndex(name)
 		if !ok {
 			if q.Sign() != 0 {
 				unknown = append(unknown, string(name))
@@ -60,7 +61,7 @@ func ToResources(list corev1.ResourceList) (out catalog.Resources, unknown []str
 // non-zero amount.
 func addList(v *catalog.Resources, list corev1.ResourceList) (unknown string) {
 	for name, q := range list {
-		i, ok := resourceIndex(name)
+		i, ok := ResourceIndex(name)
 		if !ok {
 			if q.Sign() != 0 && (unknown == "" || string(name) < unknown) && !isIgnoredResource(name) {
 				unknown = string(name)

@@ -23,9 +23,11 @@ var upstreamOnly = map[string]bool{
 	"- .versions[name=v1].schema.openAPIV3Schema.properties.spec.properties.template.properties.spec.properties.requirements.items.properties.values.pattern = ^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$": true,
 	"- .versions[name=v1].schema.openAPIV3Schema.properties.spec.properties.requirements.items.properties.values.maxLength = 63":                                                                              true,
 	"- .versions[name=v1].schema.openAPIV3Schema.properties.spec.properties.requirements.items.properties.values.pattern = ^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$":                                     true,
+	"- .versions[name=v1alpha1].schema.openAPIV3Schema.properties.spec.properties.requirements.items.properties.values.maxLength = 63":                                                                        true,
+	"- .versions[name=v1alpha1].schema.openAPIV3Schema.properties.spec.properties.requirements.items.properties.values.pattern = ^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$":                               true,
 }
 
-// upstreamModule ships the three Karpenter CRDs (pkg/apis/crds) of the release karpool's API
+// upstreamModule ships the Karpenter CRDs (pkg/apis/crds) of the release karpool's API
 // follows; the test reads them from the module cache, downloading through the module proxy.
 const upstreamModule = "github.com/aws/karpenter-provider-aws@v1.14.0"
 
@@ -54,7 +56,7 @@ func upstreamCRDs(t *testing.T) string {
 // rules.
 func TestCRDsMatchUpstream(t *testing.T) {
 	ref := upstreamCRDs(t)
-	for _, name := range []string{"karpenter.sh_nodepools", "karpenter.sh_nodeclaims", "karpenter.k8s.aws_ec2nodeclasses"} {
+	for _, name := range []string{"karpenter.sh_nodepools", "karpenter.sh_nodeclaims", "karpenter.sh_nodeoverlays", "karpenter.k8s.aws_ec2nodeclasses"} {
 		t.Run(name, func(t *testing.T) {
 			diffs, err := crddiff.Files(filepath.Join("bases", name+".yaml"), filepath.Join(ref, name+".yaml"))
 			if err != nil {
@@ -69,7 +71,7 @@ func TestCRDsMatchUpstream(t *testing.T) {
 	}
 }
 
-// TestAllLoadsEveryCRD checks the embedded set: the three Karpenter CRDs and PoolSync, each with
+// TestAllLoadsEveryCRD checks the embedded set: the four Karpenter CRDs and PoolSync, each with
 // one served storage version and a schema.
 func TestAllLoadsEveryCRD(t *testing.T) {
 	crds, err := crd.All()
@@ -86,7 +88,7 @@ func TestAllLoadsEveryCRD(t *testing.T) {
 			t.Errorf("%s: no schema", c.Name)
 		}
 	}
-	want := "ec2nodeclasses.karpenter.k8s.aws nodeclaims.karpenter.sh nodepools.karpenter.sh poolsyncs.karpool.dev"
+	want := "ec2nodeclasses.karpenter.k8s.aws nodeclaims.karpenter.sh nodeoverlays.karpenter.sh nodepools.karpenter.sh poolsyncs.karpool.dev"
 	if got := strings.Join(names, " "); got != want {
 		t.Errorf("embedded CRDs = %s, want %s", got, want)
 	}
