@@ -17,6 +17,7 @@ import (
 	"github.com/karpool/karpool/autoscaler/disruption"
 	"github.com/karpool/karpool/autoscaler/metrics"
 	"github.com/karpool/karpool/autoscaler/nodeclaim"
+	"github.com/karpool/karpool/autoscaler/nodeoverlay"
 	"github.com/karpool/karpool/autoscaler/nodepool"
 	"github.com/karpool/karpool/autoscaler/provisioning"
 	"github.com/karpool/karpool/autoscaler/state"
@@ -71,6 +72,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	prov := provisioning.New(mgr.GetClient(), provisioning.Options{
 		Provider: m.Cloud(opts.Provider, metrics.ControllerProvisioner), Region: opts.Region,
 		BatchIdle: opts.BatchIdle, BatchMax: opts.BatchMax, Recorder: recorder, Metrics: m, Nominations: nominations,
+		NodeOverlay: opts.Gates.NodeOverlay,
 	})
 	// Runnables get the manager's context, which carries no logger; give them the manager's
 	// (the process-wide default may belong to another manager in tests).
@@ -114,6 +116,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		if err := provisioning.NewStatic(mgr.GetClient(), mgr.GetAPIReader(), recorder).SetupWithManager(mgr); err != nil {
 			return err
 		}
+	}
+	if err := nodeoverlay.NewStatus(mgr.GetClient(), prov, opts.Gates.NodeOverlay).SetupWithManager(mgr); err != nil {
+		return err
 	}
 	status := nodepool.NewStatus(mgr.GetClient(), m.Cloud(opts.Provider, metrics.ControllerPoolStatus), m)
 	status.StaticCapacity = opts.Gates.StaticCapacity

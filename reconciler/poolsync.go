@@ -119,6 +119,9 @@ type Options struct {
 	// Reserved lists the capacity reservations the cluster's EC2NodeClasses resolve to now,
 	// for the plans of pull requests; nil plans without reservations.
 	Reserved func(ctx context.Context) (simulate.Reserved, error)
+	// NodeOverlays says whether the cluster applies NodeOverlays (its NodeOverlay gate);
+	// pull-request plans apply the revisions' overlays only then.
+	NodeOverlays bool
 }
 
 // Reconciler reconciles PoolSyncs.

@@ -99,6 +99,7 @@ func (r *Reconciler) reviewOne(ctx context.Context, obj *v1alpha1.PoolSync, f fo
 	plan, err := review.Make(ctx, review.Input{
 		Base: review.Tree{Revision: base.Revision, Files: base.Files}, Head: review.Tree{Revision: head.Revision, Files: head.Files},
 		Path: obj.Spec.Path, Workload: w, WorkloadSource: "the cluster's workload", Region: r.opts.Region, Reserved: reserved,
+		OverlaysOff: overlaysOff(r.opts.NodeOverlays),
 	})
 	if err != nil {
 		return err
@@ -212,4 +213,12 @@ func (r *Reconciler) markReviewed(poolSync string, pr int, sha string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.planned[fmt.Sprintf("%s#%d", poolSync, pr)] = sha
+}
+
+// overlaysOff is review.Input.OverlaysOff for a cluster whose NodeOverlay gate is on or off.
+func overlaysOff(gate bool) string {
+	if gate {
+		return ""
+	}
+	return "the cluster's NodeOverlay feature gate is off (Karpenter's default), so the controller ignores them too"
 }

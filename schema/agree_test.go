@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	karpenterv1 "github.com/karpool/karpool/api/karpenter/v1"
+	karpenterv1alpha1 "github.com/karpool/karpool/api/karpenter/v1alpha1"
 	karpenterawsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	karpoolv1alpha1 "github.com/karpool/karpool/api/karpool/v1alpha1"
 	"github.com/karpool/karpool/config/crd"
@@ -142,7 +143,7 @@ func TestValidCorpusAgrees(t *testing.T) {
 			}
 		})
 	}
-	for _, k := range []string{"NodePool", "EC2NodeClass", "NodeClaim", "PoolSync"} {
+	for _, k := range []string{"NodePool", "EC2NodeClass", "NodeClaim", "NodeOverlay", "PoolSync"} {
 		if kinds[k] == 0 {
 			t.Errorf("the valid corpus has no %s", k)
 		}
@@ -155,6 +156,8 @@ func newTyped(kind string) (any, error) {
 		return &karpenterv1.NodePool{}, nil
 	case "NodeClaim":
 		return &karpenterv1.NodeClaim{}, nil
+	case "NodeOverlay":
+		return &karpenterv1alpha1.NodeOverlay{}, nil
 	case "EC2NodeClass":
 		return &karpenterawsv1.EC2NodeClass{}, nil
 	case "PoolSync":

@@ -205,10 +205,12 @@ var patterns = map[string]string{
 	`^pg-[0-9a-z]+$`:   "must be a placement group ID like pg-0123456789abcdef0",
 	`^((?:[1-9][0-9]{0,3}|[1-4][0-9]{4}|[5][0-8][0-9]{3}|59000)Gi|(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|[6][0-3][0-9]{3}|64000)G|([1-9]||[1-5][0-7]|58)Ti|([1-9]||[1-5][0-9]|6[0-3]|64)T)$`: "must be a size from 1Gi to 59000Gi (or 1G to 64000G, 1Ti to 58Ti, 1T to 64T), like 20Gi",
 	`^((\d{1,2}(\.\d{1,2})?|100(\.0{1,2})?)%||(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?)$`:                       "must be a percentage like 10% or a quantity like 500Mi",
-	`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`: "must be a duration such as 500ms, 30s, 5m or 1h",
-	`^(https?|ssh|file)://.+$`:         "must be an https://, http://, ssh:// or file:// URL",
-	`^[a-z]{2}(-[a-z]+)+-[0-9]+$`:      "must be an AWS region such as us-east-1",
-	`^[0-9a-f]{40}$`:                   "must be a full 40-character lowercase SHA-1",
+	`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`:                                           "must be a duration such as 500ms, 30s, 5m or 1h",
+	`^(([+-]{1}(\d*\.?\d+))|(\+{1}\d*\.?\d+%)|(^(-\d{1,2}(\.\d+)?%)$)|(-100%))$`: "must be a signed amount of dollars per hour such as -0.05 or +1.2, or a percentage such as +10% or -15% (at most -100%)",
+	`^\d+(\.\d+)?$`:               "must be a price in dollars per hour such as 0.25",
+	`^(https?|ssh|file)://.+$`:    "must be an https://, http://, ssh:// or file:// URL",
+	`^[a-z]{2}(-[a-z]+)+-[0-9]+$`: "must be an AWS region such as us-east-1",
+	`^[0-9a-f]{40}$`:              "must be a full 40-character lowercase SHA-1",
 	`^((arn:(aws|aws-cn|aws-us-gov):iam::([0-9]{12}):role/)|/)?(([A-Za-z0-9+=,.@_-]+/)*)([A-Za-z0-9+=,.@_-]{1,64})$`: "must be an IAM role name (1 to 64 letters, digits and + = , . @ _ -), optionally after its path (team/NodeRole), or the role's ARN",
 	`^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$`:                                                              "must be an SQS queue name: 1 to 80 letters, digits, - and _, a FIFO queue's ending in .fifo",
 }
@@ -243,8 +245,8 @@ func explain(s *Schema, d *manifests.Document, path *[]string, present bool, msg
 	case msg == "field is required but not present":
 		if last == "values" {
 			// A requirement's values, required by one of the CRD's rules on requirements.
-			if op := siblingString(d, (*path)[:len(*path)-1], "operator"); op == "In" {
-				return "requirements with operator 'In' must have a value defined", "list at least one value, or use operator Exists"
+			if op := siblingString(d, (*path)[:len(*path)-1], "operator"); op == "In" || op == "NotIn" {
+				return fmt.Sprintf("requirements with operator '%s' must have a value defined", op), "list at least one value, or use operator Exists"
 			} else if op != "" {
 				return "requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value", `give exactly one whole number as a string, e.g. values: ["2"]`
 			}
@@ -504,5 +506,7 @@ var ruleHints = []struct{ message, hint string }{
 	{"must be a node count or a percentage", `e.g. nodes: "10%" or nodes: "2"`},
 	{"must be a cron schedule", `e.g. schedule: "0 9 * * mon-fri" with duration: 8h`},
 	{"must be hours and/or minutes", "e.g. 8h, 30m or 1h30m"},
+	{"must be a signed amount of dollars", `e.g. priceAdjustment: "-15%"`},
+	{"must be a price in dollars", `e.g. price: "0.25"`},
 	{"must be a size from 1Gi", "e.g. 20Gi or 100Gi"},
 }

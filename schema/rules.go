@@ -30,8 +30,17 @@ func goRules(d *manifests.Document, obj any, reported map[string]bool) Findings 
 		return semverRange(d, obj, reported)
 	case "karpenter.k8s.aws/v1|EC2NodeClass":
 		return append(instanceProfileName(d, obj, reported), unimplementedFields(d, obj, reported)...)
+	case "karpenter.sh/v1alpha1|NodeOverlay":
+		return append(unimplementedFields(d, obj, reported), overlayGate(d))
 	}
 	return nil
+}
+
+// overlayGate reminds that a NodeOverlay changes nothing unless the controller runs with the
+// NodeOverlay feature gate, off by default, as in Karpenter.
+func overlayGate(d *manifests.Document) Finding {
+	return At(d, []string{"kind"}, Warning, "node-overlay-gate", "a NodeOverlay is applied only when the controller runs with the NodeOverlay feature gate, off by default as in Karpenter",
+		"run the controller with --feature-gates NodeOverlay=true (FEATURE_GATES), as for Karpenter")
 }
 
 // staticPool reminds that a static NodePool (spec.replicas) gets its nodes only with the

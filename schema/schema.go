@@ -43,6 +43,7 @@ const ModulePath = "karpool.dev/schema@v0"
 var definitions = []struct{ APIVersion, Kind, Definition string }{
 	{"karpenter.sh/v1", "NodePool", "#NodePool"},
 	{"karpenter.sh/v1", "NodeClaim", "#NodeClaim"},
+	{"karpenter.sh/v1alpha1", "NodeOverlay", "#NodeOverlay"},
 	{"karpenter.k8s.aws/v1", "EC2NodeClass", "#EC2NodeClass"},
 	{"karpool.dev/v1alpha1", "PoolSync", "#PoolSync"},
 }

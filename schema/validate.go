@@ -98,7 +98,7 @@ func (res *Result) add(d *manifests.Document, fs Findings, checked bool) {
 // ourKinds are the kinds of the API groups karpool knows, in any version: a document of one of
 // these kinds is never skipped silently.
 var ourKinds = map[string]bool{
-	"NodePool": true, "NodeClaim": true, "EC2NodeClass": true, "PoolSync": true,
+	"NodePool": true, "NodeClaim": true, "NodeOverlay": true, "EC2NodeClass": true, "PoolSync": true,
 	"Provisioner": true, "AWSNodeTemplate": true, "Machine": true,
 }
 
@@ -396,7 +396,7 @@ func (s *Schema) unsupported(d *manifests.Document) Finding {
 		f.Rule = "deprecated-api"
 		f.Message = fmt.Sprintf("%s is no longer served (Karpenter v1 replaced it with %s): run `karpool migrate %s`", d.APIVersion, Retired[d.APIVersion], d.File)
 		f.Hint = fmt.Sprintf("karpool migrate -w %s converts the file in place", d.File)
-	case d.APIVersion != Groups[d.Group()]:
+	case !served(d.APIVersion):
 		f.Message = fmt.Sprintf("%s is not a version karpool knows; the served version is %s", d.APIVersion, Groups[d.Group()])
 		f.Hint = "use apiVersion: " + Groups[d.Group()]
 	default:
@@ -415,6 +415,13 @@ func (s *Schema) unsupported(d *manifests.Document) Finding {
 		f.Hint = "check the spelling of kind"
 	}
 	return f
+}
+
+// served reports whether some definition checks documents of this apiVersion.
+func served(apiVersion string) bool {
+	return slices.ContainsFunc(definitions, func(d struct{ APIVersion, Kind, Definition string }) bool {
+		return d.APIVersion == apiVersion
+	})
 }
 
 func servedVersionOf(kind string) string {

@@ -61,9 +61,11 @@ func req(key string, op corev1.NodeSelectorOperator, values ...string) spec {
 	}
 }
 
-func types(names ...string) spec { return req(catalog.LabelInstanceType, corev1.NodeSelectorOpIn, names...) }
-func price(p string) spec        { return func(o *v1alpha1.NodeOverlay) { o.Spec.Price = &p } }
-func adjust(p string) spec       { return func(o *v1alpha1.NodeOverlay) { o.Spec.PriceAdjustment = &p } }
+func types(names ...string) spec {
+	return req(catalog.LabelInstanceType, corev1.NodeSelectorOpIn, names...)
+}
+func price(p string) spec  { return func(o *v1alpha1.NodeOverlay) { o.Spec.Price = &p } }
+func adjust(p string) spec { return func(o *v1alpha1.NodeOverlay) { o.Spec.PriceAdjustment = &p } }
 func capacity(name, q string) spec {
 	return func(o *v1alpha1.NodeOverlay) {
 		if o.Spec.Capacity == nil {

@@ -45,6 +45,8 @@ type Options struct {
 	// Nominations is where the pods planned onto NodeClaims are recorded, shared with the
 	// NodeClaim lifecycle (default: a record of the provisioner's own).
 	Nominations *state.Nominations
+	// NodeOverlay applies the cluster's NodeOverlays to the instance types (the gate).
+	NodeOverlay bool
 }
 
 // Provisioner is a manager Runnable (it runs on the leader only).
@@ -304,9 +306,15 @@ func (p *Provisioner) createNodeClaims(ctx context.Context, planned []scheduling
 }
 
 // Pools resolves every NodePool whose node class is ready to the instance types the cloud
-// offers for that class. Pools that cannot launch anything are returned by name with the reason,
-// for the unschedulable pods' events.
+// offers for that class, with the NodeOverlays applied (NodeOverlay gate). Pools that cannot
+// launch anything are returned by name with the reason, for the unschedulable pods' events.
 func (p *Provisioner) Pools(ctx context.Context, c *state.Cluster) ([]scheduling.Pool, map[string]string) {
+	pools, skipped := p.basePools(ctx, c)
+	return p.overlaid(ctx, pools), skipped
+}
+
+// basePools is Pools before the overlays.
+func (p *Provisioner) basePools(ctx context.Context, c *state.Cluster) ([]scheduling.Pool, map[string]string) {
 	var out []scheduling.Pool
 	skipped := map[string]string{}
 	for _, np := range c.NodePools {

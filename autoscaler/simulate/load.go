@@ -25,9 +25,11 @@ import (
 	"sigs.k8s.io/yaml"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	"github.com/karpool/karpool/api/karpenter/v1alpha1"
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/autoscaler/catalog"
 	capreservation "github.com/karpool/karpool/autoscaler/cloud/aws/capacityreservation"
+	"github.com/karpool/karpool/autoscaler/overlay"
 	"github.com/karpool/karpool/autoscaler/scheduling"
 	"github.com/karpool/karpool/manifests/build"
 	"github.com/karpool/karpool/manifests/build/confined"
@@ -121,7 +123,16 @@ type Pools struct {
 	where   map[string]string // pool name -> file:line:col
 	// reserved are the capacity reservations each class may launch into (Reserve).
 	reserved Reserved
+	// overlays are the NodeOverlays of the build, applied to the pools' instance types unless
+	// overlaysOff says why not (IgnoreOverlays).
+	overlays     []v1alpha1.NodeOverlay
+	overlayWhere map[string]string
+	overlaysOff  string
 }
+
+// IgnoreOverlays plans without the build's NodeOverlays, for the reason given (the cluster's
+// NodeOverlay gate is off); the plan's warnings say so.
+func (ps *Pools) IgnoreOverlays(reason string) { ps.overlaysOff = reason }
 
 // Reserved are capacity reservations by EC2NodeClass name, as the cluster resolves them.
 type Reserved map[string][]Reservation
@@ -214,7 +225,7 @@ func poolsOf(docs []doc) (*Pools, error) {
 		}
 		return nil, errors.Join(errs...)
 	}
-	ps := &Pools{classes: map[string]*awsv1.EC2NodeClass{}, where: map[string]string{}}
+	ps := &Pools{classes: map[string]*awsv1.EC2NodeClass{}, where: map[string]string{}, overlayWhere: map[string]string{}}
 	for i := range docs {
 		d := &docs[i]
 		switch {
@@ -237,6 +248,13 @@ func poolsOf(docs []doc) (*Pools, error) {
 				return nil, fmt.Errorf("%s: EC2NodeClass %q: %w", d.where(), d.name, err)
 			}
 			ps.classes[nc.Name] = nc
+		case d.meta.Kind == "NodeOverlay" && d.meta.APIVersion == v1alpha1.GroupVersion.String():
+			o := v1alpha1.NodeOverlay{}
+			if err := yaml.Unmarshal(d.raw, &o); err != nil {
+				return nil, fmt.Errorf("%s: NodeOverlay %q: %w", d.where(), d.name, err)
+			}
+			ps.overlays = append(ps.overlays, o)
+			ps.overlayWhere[o.Name] = d.where()
 		default:
 			// Pool directories often hold other manifests too: skip them quietly.
 		}
@@ -921,4 +939,27 @@ func seqOf(n *yamlv3.Node) []*yamlv3.Node {
 		return nil
 	}
 	return n.Content
+}
+
+// applyOverlays applies the build's NodeOverlays to the input's pools, as the controller does
+// with the NodeOverlay gate on, and words what did not apply as warnings.
+func (ps *Pools) applyOverlays(in *scheduling.Input) []string {
+	if len(ps.overlays) == 0 {
+		return nil
+	}
+	if ps.overlaysOff != "" {
+		return []string{fmt.Sprintf("%d NodeOverlays not applied: %s", len(ps.overlays), ps.overlaysOff)}
+	}
+	var verdicts []overlay.Verdict
+	in.Pools, verdicts = overlay.Apply(ps.overlays, in.Pools)
+	var out []string
+	for _, v := range verdicts {
+		if !v.Applied() {
+			out = append(out, fmt.Sprintf("%s: NodeOverlay %q is not applied (%s): %s", ps.overlayWhere[v.Name], v.Name, v.Reason, v.Message))
+		}
+		if len(v.Unmodelled) > 0 {
+			out = append(out, fmt.Sprintf("%s: NodeOverlay %q: spec.capacity %s: karpool does not schedule on these resources; pods requesting them stay unschedulable", ps.overlayWhere[v.Name], v.Name, strings.Join(v.Unmodelled, ", ")))
+		}
+	}
+	return out
 }

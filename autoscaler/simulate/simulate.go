@@ -190,6 +190,7 @@ func Solve(ps *Pools, w *Workload, region string) (*Report, error) {
 		}
 		in.Pools = append(in.Pools, scheduling.Pool{NodePool: np, InstanceTypes: its})
 	}
+	warnings = append(warnings, ps.applyOverlays(in)...)
 	w.addTo(in)
 	if len(in.Pods) == 0 {
 		warnings = append(warnings, "the workload has no pods")

@@ -23,11 +23,14 @@ type Gates struct {
 	// NoReservedCapacity is ReservedCapacity=false: capacity reservations are not resolved
 	// and nothing launches into them (the gate is on by default, as in Karpenter).
 	NoReservedCapacity bool
+	// NodeOverlay applies NodeOverlays' prices and extended resources to the instance types
+	// the engine sees (provisioning, consolidation and pull-request plans).
+	NodeOverlay bool
 }
 
 // karpenterOnly are Karpenter's other gates (unimplemented.Gates), all off by default there:
 // accepted off so its settings parse.
-var karpenterOnly = map[string]bool{"NodeRepair": true, "NodeOverlay": true, "CapacityBuffer": true}
+var karpenterOnly = map[string]bool{"NodeRepair": true, "CapacityBuffer": true}
 
 // Parse reads a comma-separated list of Name=bool. Unknown names are an error (a misspelt gate
 // would otherwise be silently off), and so is turning on a gate karpool does not implement (the
@@ -66,8 +69,10 @@ func Parse(s string) (Gates, error) {
 			g.StaticCapacity = on
 		case "ReservedCapacity":
 			g.NoReservedCapacity = !on
+		case "NodeOverlay":
+			g.NodeOverlay = on
 		default:
-			known := append(slices.Sorted(maps.Keys(karpenterOnly)), "ReservedCapacity", "SpotToSpotConsolidation", "StaticCapacity")
+			known := append(slices.Sorted(maps.Keys(karpenterOnly)), "NodeOverlay", "ReservedCapacity", "SpotToSpotConsolidation", "StaticCapacity")
 			slices.Sort(known)
 			return Gates{}, fmt.Errorf("unknown feature gate %q (known: %s)", name, strings.Join(known, ", "))
 		}

@@ -12,6 +12,7 @@ func TestParse(t *testing.T) {
 		spot    bool
 		static  bool
 		noRes   bool
+		overlay bool
 		wantErr string
 	}{
 		{in: ""},
@@ -23,6 +24,7 @@ func TestParse(t *testing.T) {
 		{in: "NodeRepair=true", wantErr: "feature gate NodeRepair is not implemented by karpool (Karpenter replaces nodes"},
 		{in: "SpotToSpotConsolidation=true, CapacityBuffer=true", wantErr: "CapacityBuffer is not implemented"},
 		{in: "StaticCapacity=true", static: true},
+		{in: "NodeOverlay=true", overlay: true},
 		{in: "SpotToSpotConsolidaton=true", wantErr: `unknown feature gate "SpotToSpotConsolidaton"`},
 		{in: "SpotToSpotConsolidation", wantErr: "want Name=true or Name=false"},
 		{in: "SpotToSpotConsolidation=yes", wantErr: `"yes" is not true or false`},
@@ -35,7 +37,7 @@ func TestParse(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || g.SpotToSpotConsolidation != tc.spot || g.StaticCapacity != tc.static || g.NoReservedCapacity != tc.noRes {
+		if err != nil || g.SpotToSpotConsolidation != tc.spot || g.StaticCapacity != tc.static || g.NoReservedCapacity != tc.noRes || g.NodeOverlay != tc.overlay {
 			t.Errorf("Parse(%q) = %+v, %v; want spot-to-spot %t, static capacity %t, reserved capacity off %t", tc.in, g, err, tc.spot, tc.static, tc.noRes)
 		}
 	}

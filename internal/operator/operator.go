@@ -167,6 +167,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 		Reserved: func(ctx context.Context) (simulate.Reserved, error) {
 			return clusterReservations(ctx, mgr.GetClient(), provider)
 		},
+		NodeOverlays: cfg.Gates.NodeOverlay,
 	})
 	if err := poolSync.SetupWithManager(mgr, reconciler.SetupOptions{MaxConcurrentReconciles: 2, SkipNameValidation: true}); err != nil {
 		return err

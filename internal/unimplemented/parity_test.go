@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	"github.com/karpool/karpool/api/karpenter/v1alpha1"
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 )
 
@@ -30,6 +31,7 @@ var parityCRDs = map[string]string{
 	"NodePool":     "config/crd/bases/karpenter.sh_nodepools.yaml",
 	"NodeClaim":    "config/crd/bases/karpenter.sh_nodeclaims.yaml",
 	"EC2NodeClass": "config/crd/bases/karpenter.k8s.aws_ec2nodeclasses.yaml",
+	"NodeOverlay":  "config/crd/bases/karpenter.sh_nodeoverlays.yaml",
 }
 
 // TestParityTableCoversTheCRDs holds docs/parity.md to the CRDs karpool serves and to this
@@ -196,8 +198,10 @@ func TestParityGapsAreReported(t *testing.T) {
 			typed = &karpv1.NodePool{}
 		case "EC2NodeClass":
 			typed = &awsv1.EC2NodeClass{}
+		case "NodeOverlay":
+			typed = &v1alpha1.NodeOverlay{}
 		default:
-			t.Fatalf("Gaps names kind %s; this test knows NodePool and EC2NodeClass", g.Kind)
+			t.Fatalf("Gaps names kind %s; this test knows NodePool, EC2NodeClass and NodeOverlay", g.Kind)
 		}
 		if err := json.Unmarshal(raw, typed); err != nil {
 			t.Fatalf("%s %s = %s: %v", g.Kind, g.Field(), raw, err)
@@ -315,9 +319,10 @@ func crdSpecSchema(t *testing.T, kind string) map[string]any {
 	var crd struct {
 		Spec struct {
 			Versions []struct {
-				Name   string `json:"name"`
-				Served bool   `json:"served"`
-				Schema struct {
+				Name    string `json:"name"`
+				Served  bool   `json:"served"`
+				Storage bool   `json:"storage"`
+				Schema  struct {
 					OpenAPIV3Schema map[string]any `json:"openAPIV3Schema"`
 				} `json:"schema"`
 			} `json:"versions"`
@@ -327,7 +332,7 @@ func crdSpecSchema(t *testing.T, kind string) map[string]any {
 		t.Fatalf("%s: %v", parityCRDs[kind], err)
 	}
 	for _, v := range crd.Spec.Versions {
-		if v.Name != "v1" || !v.Served {
+		if !v.Served || !v.Storage {
 			continue
 		}
 		props, _ := v.Schema.OpenAPIV3Schema["properties"].(map[string]any)
@@ -335,7 +340,7 @@ func crdSpecSchema(t *testing.T, kind string) map[string]any {
 			return spec
 		}
 	}
-	t.Fatalf("%s: no served v1 with a spec", parityCRDs[kind])
+	t.Fatalf("%s: no served storage version with a spec", parityCRDs[kind])
 	return nil
 }
 

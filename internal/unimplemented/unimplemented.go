@@ -45,6 +45,7 @@ var Gaps = []Gap{
 	{"EC2NodeClass", []string{"spec", "cpuOptions", "nestedVirtualization"}, "enabled", "turns nested virtualization on in the launch template and launches only instance types that support it"},
 	{"EC2NodeClass", []string{"spec", "placementGroupSelector"}, "", "launches into the selected placement group and reports it in status"},
 	{"EC2NodeClass", []string{"spec", "instanceStorePolicy"}, "RAID0", "builds one RAID0 array of the instance-store disks for the kubelet's ephemeral storage in the user data; karpool counts that storage but does not build the array"},
+	{"NodeOverlay", []string{"spec", "capacity"}, "", "adds these extended resources to the selected instance types, so pods requesting them get nodes; karpool applies the amounts of the resources its engine schedules on (GPUs, Neuron, EFA, pod ENIs) and ignores the others"},
 }
 
 // OptOutAnnotation on a NodePool or EC2NodeClass, with the value OptOut, makes its unimplemented
@@ -107,6 +108,5 @@ func Message(gaps []Gap) string {
 // does in Karpenter.
 var Gates = map[string]string{
 	"NodeRepair":     "replaces nodes whose conditions stay unhealthy, within a 20 % safety limit",
-	"NodeOverlay":    "applies NodeOverlay price and capacity adjustments to instance types",
 	"CapacityBuffer": "keeps spare capacity ready for pods not yet created",
 }

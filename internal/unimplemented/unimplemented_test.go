@@ -87,7 +87,7 @@ func TestDocsListEveryGap(t *testing.T) {
 	table := strings.Join(rows, "\n")
 	var inDoc []string
 	for _, l := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(l, "| NodePool |") || strings.HasPrefix(l, "| EC2NodeClass |") {
+		if strings.HasPrefix(l, "| NodePool |") || strings.HasPrefix(l, "| EC2NodeClass |") || strings.HasPrefix(l, "| NodeOverlay |") {
 			inDoc = append(inDoc, l)
 		}
 	}

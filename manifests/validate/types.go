@@ -4,25 +4,29 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	sigsjson "sigs.k8s.io/json"
 
 	karpenterv1 "github.com/karpool/karpool/api/karpenter/v1"
+	karpenterv1alpha1 "github.com/karpool/karpool/api/karpenter/v1alpha1"
 	karpenterawsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/api/scheme"
 	"github.com/karpool/karpool/manifests/build"
 )
 
-// Types decodes NodePools, NodeClaims and EC2NodeClasses strictly into karpool's Go types, which
-// catches misspelt fields and wrong value types without a cluster. Other kinds pass through.
+// Types decodes NodePools, NodeClaims, NodeOverlays and EC2NodeClasses strictly into karpool's
+// Go types, which catches misspelt fields and wrong value types without a cluster. Other kinds
+// pass through.
 type Types struct{}
 
-// servedVersions are the versions of Karpenter's groups that a v1 cluster serves.
-var servedVersions = map[string]string{
-	karpenterv1.GroupVersion.Group:    karpenterv1.GroupVersion.Version,
-	karpenterawsv1.GroupVersion.Group: karpenterawsv1.GroupVersion.Version,
+// servedVersions are the versions of Karpenter's groups that a v1 cluster serves: v1, and
+// v1alpha1 for NodeOverlay.
+var servedVersions = map[string][]string{
+	karpenterv1.GroupVersion.Group:    {karpenterv1.GroupVersion.Version, karpenterv1alpha1.GroupVersion.Version},
+	karpenterawsv1.GroupVersion.Group: {karpenterawsv1.GroupVersion.Version},
 }
 
 // fieldRE pulls the field path out of sigs.k8s.io/json's strict errors: unknown field "spec.x".
@@ -33,12 +37,12 @@ func (Types) Validate(_ context.Context, objs []*build.Object) ([]Finding, error
 	var out []Finding
 	for _, o := range objs {
 		gvk := o.Object.GroupVersionKind()
-		want, ours := servedVersions[gvk.Group]
+		served, ours := servedVersions[gvk.Group]
 		if !ours {
 			continue
 		}
-		if gvk.Version != want {
-			out = append(out, at(o, "apiVersion", "types", fmt.Sprintf("%s is not served by Karpenter v1: write %s/%s (karpool migrate converts older manifests)", gvk.GroupVersion(), gvk.Group, want)))
+		if !slices.Contains(served, gvk.Version) {
+			out = append(out, at(o, "apiVersion", "types", fmt.Sprintf("%s is not served by Karpenter v1: write %s/%s (karpool migrate converts older manifests)", gvk.GroupVersion(), gvk.Group, served[0])))
 			continue
 		}
 		typed, err := scheme.Scheme.New(gvk)

@@ -55,6 +55,9 @@ type Input struct {
 	// revisions are planned with (nil: none), so the plan shows reserved capacity used and
 	// what falls back to on-demand.
 	Reserved simulate.Reserved
+	// OverlaysOff, when set, says why the revisions' NodeOverlays are not applied (the
+	// cluster's NodeOverlay gate is off); empty applies them, as the controller with the gate.
+	OverlaysOff string
 }
 
 // Plan is the review of a change.
@@ -232,6 +235,9 @@ func side(ctx context.Context, in Input, t Tree) (*Side, error) {
 		return s, nil
 	}
 	s.pools.Reserve(in.Reserved)
+	if in.OverlaysOff != "" {
+		s.pools.IgnoreOverlays(in.OverlaysOff)
+	}
 	w := simulate.NewWorkload(in.MaxPods)
 	if in.Workload != nil {
 		if err := w.Merge(in.Workload); err != nil {
