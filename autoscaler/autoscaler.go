@@ -112,6 +112,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}))); err != nil {
 		return err
 	}
+	if opts.Gates.NodeRepair {
+		if err := nodeclaim.NewRepair(mgr.GetClient(), opts.Provider.RepairPolicies(), recorder, m).SetupWithManager(mgr); err != nil {
+			return err
+		}
+	}
 	if opts.Gates.StaticCapacity {
 		if err := provisioning.NewStatic(mgr.GetClient(), mgr.GetAPIReader(), recorder).SetupWithManager(mgr); err != nil {
 			return err

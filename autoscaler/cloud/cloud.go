@@ -8,6 +8,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
@@ -39,8 +42,19 @@ type CloudProvider interface {
 	// IsDrifted reports why the NodeClaim's instance no longer matches its node class ("" when
 	// it still matches): another AMI, subnet or security groups would be chosen today.
 	IsDrifted(ctx context.Context, nc *karpv1.NodeClaim, nodeClass *awsv1.EC2NodeClass) (DriftReason, error)
+	// RepairPolicies are the node conditions that make a node unhealthy, and for how long each
+	// is tolerated before node repair replaces the node (NodeRepair gate).
+	RepairPolicies() []RepairPolicy
 	// Name names the cloud in metrics ("aws").
 	Name() string
+}
+
+// RepairPolicy is one unhealthy node condition: a node whose condition of this type has had
+// this status for longer than TolerationDuration is replaced.
+type RepairPolicy struct {
+	ConditionType      corev1.NodeConditionType
+	ConditionStatus    corev1.ConditionStatus
+	TolerationDuration time.Duration
 }
 
 // DriftReason says what drifted; empty means nothing did.

@@ -232,6 +232,7 @@ func (f fakeCloud) Delete(context.Context, *karpv1.NodeClaim) error        { ret
 func (f fakeCloud) Get(context.Context, string) (*karpv1.NodeClaim, error) { return nil, f.err }
 func (f fakeCloud) List(context.Context) ([]*karpv1.NodeClaim, error)      { return nil, f.err }
 func (f fakeCloud) Name() string                                           { return "fake" }
+func (f fakeCloud) RepairPolicies() []cloud.RepairPolicy                   { return nil }
 func (f fakeCloud) InstanceTypes(context.Context, *awsv1.EC2NodeClass) ([]catalog.InstanceType, error) {
 	return nil, f.err
 }

@@ -32,8 +32,8 @@ const evictParallelism = 10
 
 // finalize runs when a NodeClaim is deleted: cordon and drain its Node (evictions, so
 // PodDisruptionBudgets are honoured), terminate the instance, wait until it is gone, then release
-// the Node's and the NodeClaim's finalizers. Past spec.terminationGracePeriod the pods that are
-// still there are deleted instead of evicted.
+// the Node's and the NodeClaim's finalizers. Past spec.terminationGracePeriod, or the
+// termination timestamp annotation, the pods that are still there are deleted instead of evicted.
 func (l *Lifecycle) finalize(ctx context.Context, nc *karpv1.NodeClaim) (reconcile.Result, error) {
 	if !controllerutil.ContainsFinalizer(nc, karpv1.TerminationFinalizer) {
 		return reconcile.Result{}, nil
@@ -123,10 +123,7 @@ func (l *Lifecycle) drain(ctx context.Context, nc *karpv1.NodeClaim, node *corev
 	if err := l.client.List(ctx, &pods, client.MatchingFields{podNodeNameField: node.Name}); err != nil {
 		return 0, err
 	}
-	force := false
-	if tgp := nc.Spec.TerminationGracePeriod; tgp != nil && nc.DeletionTimestamp != nil {
-		force = l.opts.Now().After(nc.DeletionTimestamp.Add(tgp.Duration))
-	}
+	force := drainDeadlinePassed(nc, l.opts.Now())
 	var toEvict []*corev1.Pod
 	remaining := 0
 	for i := range pods.Items {
@@ -206,4 +203,15 @@ func (n *NodeTermination) Reconcile(ctx context.Context, req reconcile.Request) 
 		}
 	}
 	return reconcile.Result{}, nil
+}
+
+// drainDeadlinePassed: the drain of nc stops waiting for evictions once its
+// terminationGracePeriod has passed since the deletion, or the time in its termination
+// timestamp annotation (node repair sets it to the moment of the repair).
+func drainDeadlinePassed(nc *karpv1.NodeClaim, now time.Time) bool {
+	if tgp := nc.Spec.TerminationGracePeriod; tgp != nil && nc.DeletionTimestamp != nil && now.After(nc.DeletionTimestamp.Add(tgp.Duration)) {
+		return true
+	}
+	at, err := time.Parse(time.RFC3339, nc.Annotations[karpv1.AnnotationTerminationTimestamp])
+	return err == nil && !now.Before(at)
 }

@@ -26,11 +26,14 @@ type Gates struct {
 	// NodeOverlay applies NodeOverlays' prices and extended resources to the instance types
 	// the engine sees (provisioning, consolidation and pull-request plans).
 	NodeOverlay bool
+	// NodeRepair replaces nodes whose conditions stay unhealthy longer than the cloud
+	// provider tolerates, while at most 20 % of a pool is unhealthy.
+	NodeRepair bool
 }
 
 // karpenterOnly are Karpenter's other gates (unimplemented.Gates), all off by default there:
 // accepted off so its settings parse.
-var karpenterOnly = map[string]bool{"NodeRepair": true, "CapacityBuffer": true}
+var karpenterOnly = map[string]bool{"CapacityBuffer": true}
 
 // Parse reads a comma-separated list of Name=bool. Unknown names are an error (a misspelt gate
 // would otherwise be silently off), and so is turning on a gate karpool does not implement (the
@@ -71,8 +74,10 @@ func Parse(s string) (Gates, error) {
 			g.NoReservedCapacity = !on
 		case "NodeOverlay":
 			g.NodeOverlay = on
+		case "NodeRepair":
+			g.NodeRepair = on
 		default:
-			known := append(slices.Sorted(maps.Keys(karpenterOnly)), "NodeOverlay", "ReservedCapacity", "SpotToSpotConsolidation", "StaticCapacity")
+			known := append(slices.Sorted(maps.Keys(karpenterOnly)), "NodeOverlay", "NodeRepair", "ReservedCapacity", "SpotToSpotConsolidation", "StaticCapacity")
 			slices.Sort(known)
 			return Gates{}, fmt.Errorf("unknown feature gate %q (known: %s)", name, strings.Join(known, ", "))
 		}

@@ -13,6 +13,7 @@ func TestParse(t *testing.T) {
 		static  bool
 		noRes   bool
 		overlay bool
+		repair  bool
 		wantErr string
 	}{
 		{in: ""},
@@ -21,7 +22,8 @@ func TestParse(t *testing.T) {
 		{in: "NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,NodeOverlay=false,StaticCapacity=false,CapacityBuffer=false"},
 		{in: " NodeRepair=false , SpotToSpotConsolidation=1,ReservedCapacity=false", spot: true, noRes: true},
 		// Asking for what karpool does not do is refused, naming what Karpenter would do.
-		{in: "NodeRepair=true", wantErr: "feature gate NodeRepair is not implemented by karpool (Karpenter replaces nodes"},
+		{in: "NodeRepair=true", repair: true},
+		{in: "CapacityBuffer=true", wantErr: "feature gate CapacityBuffer is not implemented by karpool (Karpenter keeps spare capacity"},
 		{in: "SpotToSpotConsolidation=true, CapacityBuffer=true", wantErr: "CapacityBuffer is not implemented"},
 		{in: "StaticCapacity=true", static: true},
 		{in: "NodeOverlay=true", overlay: true},
@@ -37,7 +39,7 @@ func TestParse(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || g.SpotToSpotConsolidation != tc.spot || g.StaticCapacity != tc.static || g.NoReservedCapacity != tc.noRes || g.NodeOverlay != tc.overlay {
+		if err != nil || g.SpotToSpotConsolidation != tc.spot || g.StaticCapacity != tc.static || g.NoReservedCapacity != tc.noRes || g.NodeOverlay != tc.overlay || g.NodeRepair != tc.repair {
 			t.Errorf("Parse(%q) = %+v, %v; want spot-to-spot %t, static capacity %t, reserved capacity off %t", tc.in, g, err, tc.spot, tc.static, tc.noRes)
 		}
 	}
@@ -57,7 +59,8 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		again, err := Parse(fmt.Sprintf("SpotToSpotConsolidation=%t,StaticCapacity=%t,ReservedCapacity=%t", g.SpotToSpotConsolidation, g.StaticCapacity, !g.NoReservedCapacity))
+		again, err := Parse(fmt.Sprintf("SpotToSpotConsolidation=%t,StaticCapacity=%t,ReservedCapacity=%t,NodeOverlay=%t,NodeRepair=%t",
+			g.SpotToSpotConsolidation, g.StaticCapacity, !g.NoReservedCapacity, g.NodeOverlay, g.NodeRepair))
 		if err != nil || again != g {
 			t.Fatalf("Parse(%q) = %+v; written back it parses to %+v, %v", s, g, again, err)
 		}

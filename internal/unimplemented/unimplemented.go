@@ -107,6 +107,5 @@ func Message(gaps []Gap) string {
 // Gates are Karpenter's feature gates karpool does not implement, with what turning them on
 // does in Karpenter.
 var Gates = map[string]string{
-	"NodeRepair":     "replaces nodes whose conditions stay unhealthy, within a 20 % safety limit",
 	"CapacityBuffer": "keeps spare capacity ready for pods not yet created",
 }

@@ -12,7 +12,9 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
@@ -361,6 +363,12 @@ func (p *CloudProvider) IsDrifted(_ context.Context, nc *karpv1.NodeClaim, _ *aw
 
 // Name is "fake".
 func (p *CloudProvider) Name() string { return "fake" }
+
+// RepairPolicies: a node whose Ready condition has been False for 30 minutes is unhealthy, as
+// for the kubelet's condition on AWS.
+func (p *CloudProvider) RepairPolicies() []cloud.RepairPolicy {
+	return []cloud.RepairPolicy{{ConditionType: corev1.NodeReady, ConditionStatus: corev1.ConditionFalse, TolerationDuration: 30 * time.Minute}}
+}
 
 func offeringKey(name, zone, capacityType string) string {
 	return name + "/" + zone + "/" + capacityType

@@ -29,6 +29,11 @@ const (
 // disrupted (consolidation, drift, expiry).
 const AnnotationDoNotDisrupt = "karpenter.sh/do-not-disrupt"
 
+// AnnotationTerminationTimestamp on a NodeClaim is when (RFC 3339) its drain stops waiting:
+// the pods still on the node are deleted instead of evicted. Node repair sets it to the moment
+// it replaces an unhealthy node.
+const AnnotationTerminationTimestamp = "karpenter.sh/nodeclaim-termination-timestamp"
+
 // TerminationFinalizer is the finalizer karpool keeps on NodeClaims and nodes until the instance
 // is gone.
 const TerminationFinalizer = "karpenter.sh/termination"

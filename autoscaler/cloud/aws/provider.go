@@ -20,6 +20,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/pricing"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
+	corev1 "k8s.io/api/core/v1"
+
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/cloud"
@@ -96,6 +98,21 @@ var _ cloud.CloudProvider = (*Provider)(nil)
 
 // Name is the provider's name in metrics, as Karpenter's AWS provider calls itself.
 func (p *Provider) Name() string { return "aws" }
+
+// RepairPolicies are Karpenter's for AWS: the kubelet's Ready condition, and the conditions
+// of the EKS node monitoring agent.
+func (p *Provider) RepairPolicies() []cloud.RepairPolicy {
+	const usual, accelerators = 30 * time.Minute, 10 * time.Minute
+	return []cloud.RepairPolicy{
+		{ConditionType: corev1.NodeReady, ConditionStatus: corev1.ConditionFalse, TolerationDuration: usual},
+		{ConditionType: corev1.NodeReady, ConditionStatus: corev1.ConditionUnknown, TolerationDuration: usual},
+		{ConditionType: "AcceleratedHardwareReady", ConditionStatus: corev1.ConditionFalse, TolerationDuration: accelerators},
+		{ConditionType: "StorageReady", ConditionStatus: corev1.ConditionFalse, TolerationDuration: usual},
+		{ConditionType: "NetworkingReady", ConditionStatus: corev1.ConditionFalse, TolerationDuration: usual},
+		{ConditionType: "KernelReady", ConditionStatus: corev1.ConditionFalse, TolerationDuration: usual},
+		{ConditionType: "ContainerRuntimeReady", ConditionStatus: corev1.ConditionFalse, TolerationDuration: usual},
+	}
+}
 
 // New returns a Provider using the SDK configuration cfg (credentials from the standard chain,
 // region, endpoint). Throttled calls are retried with the SDK's adaptive retryer, up to 10
