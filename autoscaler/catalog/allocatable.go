@@ -51,7 +51,27 @@ const (
 	AMIFamilyAL2          = "AL2"
 	AMIFamilyBottlerocket = "Bottlerocket"
 	AMIFamilyCustom       = "Custom"
+	AMIFamilyWindows2019  = "Windows2019"
+	AMIFamilyWindows2022  = "Windows2022"
+	AMIFamilyWindows2025  = "Windows2025"
 )
+
+// windowsBuilds are the node.kubernetes.io/windows-build values of the Windows families.
+var windowsBuilds = map[string]string{
+	AMIFamilyWindows2019: "10.0.17763",
+	AMIFamilyWindows2022: "10.0.20348",
+	AMIFamilyWindows2025: "10.0.26100",
+}
+
+// WindowsBuild is the Windows build of a family ("10.0.20348" for Windows2022); false for the
+// Linux families.
+func WindowsBuild(family string) (string, bool) {
+	b, ok := windowsBuilds[family]
+	return b, ok
+}
+
+// windowsRootVolumeSize is the Windows families' default root volume (/dev/sda1).
+const windowsRootVolumeSize = 50 * Gi
 
 // Kubelet holds the EC2NodeClass kubelet settings that change a node's capacity or allocatable.
 // Quantities are in base units (millicores, bytes). KubeletFromAPI builds one from the API type.
@@ -138,6 +158,9 @@ func flagsFor(family string) familyFlags {
 	switch family {
 	case AMIFamilyBottlerocket:
 		return familyFlags{podsPerCoreEnabled: false, supportsENILimitedPodDensity: true}
+	case AMIFamilyWindows2019, AMIFamilyWindows2022, AMIFamilyWindows2025:
+		// 110 pods unless maxPods says otherwise, and kube-reserved memory sized by them.
+		return familyFlags{podsPerCoreEnabled: true}
 	default: // AL2023, AL2, Custom
 		return familyFlags{usesENILimitedMemoryOverhead: true, podsPerCoreEnabled: true, supportsENILimitedPodDensity: true}
 	}
@@ -226,6 +249,9 @@ func ephemeralStorage(s *Spec, o *NodeClassOptions) int64 {
 	if o.RootVolumeSize > 0 {
 		return o.RootVolumeSize
 	}
+	if _, windows := WindowsBuild(o.AMIFamily); windows {
+		return windowsRootVolumeSize
+	}
 	return DefaultRootVolumeSize
 }
 
@@ -245,6 +271,11 @@ func resources(s *Spec, o *NodeClassOptions) (capacity, allocatable Resources) {
 		unusableENIs += o.Interfaces.EFAOnlyOnCard0
 	}
 	capacity[Pods] = podCount(s, flags, k, unusableENIs)
+	if _, windows := WindowsBuild(o.AMIFamily); windows {
+		// The VPC resource controller hands Windows pods secondary IPv4 addresses of the
+		// primary interface, as Karpenter counts them.
+		capacity[PrivateIPv4] = max(s.IPv4PerENI-1, 0)
+	}
 	switch s.GPUManufacturer {
 	case "nvidia":
 		capacity[NvidiaGPU] = s.GPUs

@@ -152,7 +152,7 @@ func TestNodeClassOptionsFor(t *testing.T) {
 		spec *awsv1.EC2NodeClassSpec
 		want string
 	}{
-		{&awsv1.EC2NodeClassSpec{AMIFamily: ptr("Windows2022")}, `"Windows2022" is not supported`},
+		{&awsv1.EC2NodeClassSpec{AMIFamily: ptr("Windows2012")}, `"Windows2012" is not an AMI family`},
 		{&awsv1.EC2NodeClassSpec{Kubelet: &awsv1.KubeletConfiguration{KubeReserved: map[string]awsv1.ReservedQuantity{"memory": "lots"}}}, "spec.kubelet.kubeReserved.memory"},
 		{&awsv1.EC2NodeClassSpec{Kubelet: &awsv1.KubeletConfiguration{EvictionHard: map[string]awsv1.EvictionThreshold{"memory.available": "150%"}}}, "spec.kubelet.evictionHard[memory.available]"},
 	} {
@@ -222,5 +222,44 @@ func TestConnectionTrackingNeedsNitro(t *testing.T) {
 	plain, _ := NodeClassOptionsFor(nil)
 	if len(cat.InstanceTypes(o)) >= len(cat.InstanceTypes(plain)) {
 		t.Errorf("connection tracking removed no type")
+	}
+}
+
+// TestWindowsNodes: a Windows2022 class offers amd64 types only, labelled windows with the
+// 2022 build, with Karpenter's Windows arithmetic: 110 pods, kube-reserved memory for them
+// (11Mi × 110 + 255Mi), a 50Gi root volume on /dev/sda1, and the primary interface's secondary
+// IPv4 addresses as vpc.amazonaws.com/PrivateIPv4Address.
+func TestWindowsNodes(t *testing.T) {
+	cat, err := Load("us-east-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := NodeClassOptionsFor(&awsv1.EC2NodeClassSpec{AMISelectorTerms: []awsv1.AMISelectorTerm{{Alias: "windows2022@latest"}}})
+	if err != nil || o.AMIFamily != AMIFamilyWindows2022 {
+		t.Fatalf("options %+v, %v", o, err)
+	}
+	its := cat.InstanceTypes(o)
+	for _, it := range its {
+		if it.Labels[LabelArch] != "amd64" || it.Labels[LabelOS] != "windows" || it.Labels[LabelWindowsBuild] != "10.0.20348" {
+			t.Fatalf("%s labels %v: want amd64, windows, build 10.0.20348", it.Name, it.Labels)
+		}
+	}
+	m5, ok := cat.InstanceType("m5.large", o)
+	if !ok {
+		t.Fatal("no m5.large")
+	}
+	linux, _ := cat.InstanceType("m5.large", NodeClassOptions{})
+	if m5.Capacity[Pods] != 110 || m5.Capacity[PrivateIPv4] != 9 || m5.Capacity[EphemeralStorage] != 50*Gi {
+		t.Errorf("m5.large pods %d, PrivateIPv4Address %d, storage %d; want 110, 9 (10 IPv4 per ENI − 1), 50Gi", m5.Capacity[Pods], m5.Capacity[PrivateIPv4], m5.Capacity[EphemeralStorage])
+	}
+	// Kube-reserved memory for 110 pods instead of the 29 the VPC CNI allows on Linux.
+	if diff := linux.Allocatable[Memory] - m5.Allocatable[Memory]; diff != (110-29)*11*Mi {
+		t.Errorf("Windows allocatable memory is %d below Linux's, want %d", diff, (110-29)*11*Mi)
+	}
+	if vs := DefaultVolumes(AMIFamilyWindows2022); len(vs) != 1 || vs[0].Device != "/dev/sda1" || vs[0].SizeGiB != 50 {
+		t.Errorf("default volumes %+v, want 50Gi on /dev/sda1", vs)
+	}
+	if linux.Labels[LabelOS] != "linux" {
+		t.Errorf("the Linux labels changed: %v", linux.Labels)
 	}
 }

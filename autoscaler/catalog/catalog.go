@@ -176,6 +176,9 @@ func (c *Catalog) InstanceTypes(opts NodeClassOptions) []InstanceType {
 // with at least as many EFA interfaces, connection tracking a Nitro type. The network cards
 // and device indexes Karpenter also checks are not in the catalog; EC2 refuses such a launch.
 func (o *NodeClassOptions) suits(s *Spec) bool {
+	if _, windows := WindowsBuild(o.AMIFamily); windows && s.Arch != "amd64" {
+		return false // the Windows AMIs are x86_64 only
+	}
 	return (o.Interfaces == nil || int64(o.Interfaces.EFAOnly) <= s.EFA) && (!o.ConnectionTracking || s.Hypervisor == "nitro")
 }
 
@@ -193,7 +196,7 @@ func (c *Catalog) instanceType(i int, opts *NodeClassOptions, zones []string) In
 	capacity, allocatable := resources(s, opts)
 	return InstanceType{
 		Name:        s.Name,
-		Labels:      c.labels[i],
+		Labels:      osLabels(c.labels[i], opts.AMIFamily),
 		Capacity:    capacity,
 		Allocatable: allocatable,
 		Offerings:   offerings(s, zones, VolumesPerHour(opts.Volumes)),

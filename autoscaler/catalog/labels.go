@@ -14,6 +14,8 @@ const (
 	LabelOS           = "kubernetes.io/os"
 	LabelRegion       = "topology.kubernetes.io/region"
 	LabelZone         = "topology.kubernetes.io/zone"
+	// LabelWindowsBuild is the Windows build of a Windows node.
+	LabelWindowsBuild = "node.kubernetes.io/windows-build"
 	// LabelCapacityType is karpenter.sh/capacity-type (spot, on-demand, reserved).
 	LabelCapacityType = "karpenter.sh/capacity-type"
 	// LabelCapacityReservationID names the capacity reservation of a reserved node.
@@ -76,5 +78,21 @@ func specLabels(s *Spec, region string) map[string]string {
 		setIf(awsv1.LabelInstanceAcceleratorManufacturer, s.AcceleratorManufacturer)
 		l[awsv1.LabelInstanceAcceleratorCount] = strconv.FormatInt(s.Accelerators, 10)
 	}
+	return l
+}
+
+// osLabels are a type's labels for a node of the family: the shared Linux labels, or a copy
+// saying windows with the family's build (node.kubernetes.io/windows-build).
+func osLabels(linux map[string]string, family string) map[string]string {
+	build, windows := WindowsBuild(family)
+	if !windows {
+		return linux
+	}
+	l := make(map[string]string, len(linux)+1)
+	for k, v := range linux {
+		l[k] = v
+	}
+	l[LabelOS] = "windows"
+	l[LabelWindowsBuild] = build
 	return l
 }

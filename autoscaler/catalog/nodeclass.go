@@ -15,8 +15,7 @@ import (
 // family of an alias term), kubelet settings, the size of the volume holding the kubelet root
 // directory, the EBS volumes of a node, and the instance-store policy. Zones are left empty
 // (all of the region's zones): set them from the NodeClass's resolved subnets when known. A nil
-// spec gives the defaults of a class that sets nothing (AL2023). Windows families are not
-// supported.
+// spec gives the defaults of a class that sets nothing (AL2023).
 func NodeClassOptionsFor(spec *awsv1.EC2NodeClassSpec) (NodeClassOptions, error) {
 	if spec == nil {
 		spec = &awsv1.EC2NodeClassSpec{}
@@ -56,6 +55,12 @@ func NodeClassOptionsFor(spec *awsv1.EC2NodeClassSpec) (NodeClassOptions, error)
 	return o, nil
 }
 
+// aliasFamilies maps the alias families to the AMI families they imply.
+var aliasFamilies = map[string]string{
+	awsv1.AliasFamilyAL2023: AMIFamilyAL2023, awsv1.AliasFamilyAL2: AMIFamilyAL2, awsv1.AliasFamilyBottlerocket: AMIFamilyBottlerocket,
+	awsv1.AliasFamilyWindows2019: AMIFamilyWindows2019, awsv1.AliasFamilyWindows2022: AMIFamilyWindows2022, awsv1.AliasFamilyWindows2025: AMIFamilyWindows2025,
+}
+
 func amiFamilyOf(spec *awsv1.EC2NodeClassSpec) (string, error) {
 	family := ""
 	if spec.AMIFamily != nil {
@@ -67,33 +72,31 @@ func amiFamilyOf(spec *awsv1.EC2NodeClassSpec) (string, error) {
 				continue
 			}
 			name, _, _ := strings.Cut(t.Alias, "@")
-			switch strings.ToLower(name) {
-			case awsv1.AliasFamilyAL2023:
-				family = AMIFamilyAL2023
-			case awsv1.AliasFamilyAL2:
-				family = AMIFamilyAL2
-			case awsv1.AliasFamilyBottlerocket:
-				family = AMIFamilyBottlerocket
-			default:
-				family = name
+			family = name
+			if f, ok := aliasFamilies[strings.ToLower(name)]; ok {
+				family = f
 			}
 			break
 		}
 	}
 	switch family {
-	case "", AMIFamilyAL2023, AMIFamilyAL2, AMIFamilyBottlerocket, AMIFamilyCustom:
+	case "", AMIFamilyAL2023, AMIFamilyAL2, AMIFamilyBottlerocket, AMIFamilyCustom,
+		AMIFamilyWindows2019, AMIFamilyWindows2022, AMIFamilyWindows2025:
 		if family == "" {
 			family = AMIFamilyAL2023
 		}
 		return family, nil
 	}
-	return "", fmt.Errorf("spec.amiFamily: %q is not supported by karpool's catalog yet (supported: AL2023, AL2, Bottlerocket, Custom)", family)
+	return "", fmt.Errorf("spec.amiFamily: %q is not an AMI family (AL2023, AL2, Bottlerocket, Custom, Windows2019, Windows2022, Windows2025)", family)
 }
 
 // ephemeralDevice is the device holding the kubelet root directory, per AMI family.
 func ephemeralDevice(family string) string {
 	if family == AMIFamilyBottlerocket {
 		return "/dev/xvdb"
+	}
+	if _, windows := WindowsBuild(family); windows {
+		return "/dev/sda1"
 	}
 	return "/dev/xvda"
 }

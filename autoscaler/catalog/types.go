@@ -24,6 +24,7 @@ const (
 	HabanaGaudi // habana.ai/gaudi
 	PodENI      // vpc.amazonaws.com/pod-eni
 	EFA         // vpc.amazonaws.com/efa
+	PrivateIPv4 // vpc.amazonaws.com/PrivateIPv4Address (Windows nodes)
 	NumResources
 )
 
@@ -40,6 +41,7 @@ var ResourceNames = [NumResources]string{
 	HabanaGaudi:      "habana.ai/gaudi",
 	PodENI:           "vpc.amazonaws.com/pod-eni",
 	EFA:              "vpc.amazonaws.com/efa",
+	PrivateIPv4:      "vpc.amazonaws.com/PrivateIPv4Address",
 }
 
 // Resources is a quantity of each resource.

@@ -71,6 +71,9 @@ func DefaultVolumes(family string) []Volume {
 	case AMIFamilyCustom:
 		return nil
 	}
+	if _, windows := WindowsBuild(family); windows {
+		return []Volume{gp3(ephemeralDevice(family), windowsRootVolumeSize/Gi)}
+	}
 	return []Volume{gp3(ephemeralDevice(family), DefaultRootVolumeSize/Gi)}
 }
 

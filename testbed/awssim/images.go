@@ -32,7 +32,7 @@ const (
 // image is an AMI plus what node bootstrap needs to know about it.
 type image struct {
 	ec2types.Image
-	family     string // AL2023, AL2, Bottlerocket, Custom
+	family     string // AL2023, AL2, Bottlerocket, Windows2019/2022/2025, Custom
 	k8sVersion string
 	variant    string // standard, nvidia, neuron
 	arch       string // amd64, arm64
@@ -219,12 +219,32 @@ func (st *state) setupImages() {
 			}
 		}
 	}
+	st.setupWindowsImages(newDate)
 	// A private image of the account, tagged for AMI selector tests.
 	custom := st.newImage("karpool-custom-al2023-x86_64", familyAL2023, st.s.opts.KubernetesVersion, "standard", "x86_64",
 		st.s.opts.AccountID, "Custom AL2023 image built by the account", newDate, false)
 	custom.family = familyAL2023
 	custom.Tags = []ec2types.Tag{{Key: aws.String("karpenter.sh/discovery"), Value: aws.String(st.s.opts.ClusterName)}}
 	st.addImage(custom)
+}
+
+// setupWindowsImages publishes the EKS-optimized Windows Server Core images (2019, 2022, 2025)
+// of every Kubernetes version under Windows' "latest" SSM parameters: x86_64 only, a 50 GiB
+// root volume on /dev/sda1.
+func (st *state) setupWindowsImages(created time.Time) {
+	for _, v := range st.k8sVersions() {
+		for _, year := range []string{"2019", "2022", "2025"} {
+			name := fmt.Sprintf("Windows_Server-%s-English-Core-EKS_Optimized-%s-2026.11.12", year, v)
+			im := st.newImage(name, "Windows"+year, v, "standard", "x86_64", "801119661308",
+				fmt.Sprintf("Microsoft Windows Server %s Core optimized for EKS and Kubernetes %s", year, v), created, false)
+			im.RootDeviceName = aws.String("/dev/sda1")
+			im.BlockDeviceMappings[0].DeviceName = aws.String("/dev/sda1")
+			im.BlockDeviceMappings[0].Ebs.VolumeSize = aws.Int32(50)
+			im.PlatformDetails = aws.String("Windows")
+			im.Platform = ec2types.PlatformValuesWindows
+			st.addImage(im, fmt.Sprintf("/aws/service/ami-windows-latest/Windows_Server-%s-English-Core-EKS_Optimized-%s/image_id", year, v))
+		}
+	}
 }
 
 func (st *state) imageByID(id string) *image {

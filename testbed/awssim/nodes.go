@@ -209,14 +209,21 @@ func (s *Server) kubeletNode(in *instance) (*corev1.Node, error) {
 	if family == familyCustom || family == "" {
 		family = bs.family
 	}
+	if family == "Windows" { // a custom image bootstrapped as Windows: the current build
+		family = catalog.AMIFamilyWindows2022
+	}
+	build, windows := catalog.WindowsBuild(family)
 	opts := catalog.NodeClassOptions{AMIFamily: family, Kubelet: bs.kubelet}
 	if family == "" {
 		opts.AMIFamily = catalog.AMIFamilyAL2023
 	}
 	// The volume that holds the kubelet root: the root device, or Bottlerocket's data volume.
 	dev := "/dev/xvda"
-	if family == catalog.AMIFamilyBottlerocket {
+	switch {
+	case family == catalog.AMIFamilyBottlerocket:
 		dev = "/dev/xvdb"
+	case windows:
+		dev = "/dev/sda1"
 	}
 	if size, ok := in.rootSizeGiB[dev]; ok && size > 0 {
 		opts.RootVolumeSize = int64(size) * catalog.Gi
@@ -241,6 +248,13 @@ func (s *Server) kubeletNode(in *instance) (*corev1.Node, error) {
 	} {
 		labels[k] = v
 	}
+	osName := "linux"
+	if windows {
+		// The kubelet on Windows labels its OS and build itself.
+		osName = "windows"
+		labels[corev1.LabelWindowsBuild] = build
+	}
+	labels[corev1.LabelOSStable], labels["beta.kubernetes.io/os"] = osName, osName
 	capacity, allocatable := corev1.ResourceList{}, corev1.ResourceList{}
 	for r := catalog.Resource(0); r < catalog.NumResources; r++ {
 		name := corev1.ResourceName(catalog.ResourceNames[r])
@@ -282,6 +296,9 @@ func (s *Server) kubeletNode(in *instance) (*corev1.Node, error) {
 	case catalog.AMIFamilyBottlerocket:
 		osImage, kernel = "Bottlerocket OS 1.50.0 (aws-k8s-"+s.opts.KubernetesVersion+")", "6.12.40"
 	}
+	if windows {
+		osImage, kernel = "Windows Server "+strings.TrimPrefix(family, "Windows")+" Datacenter", build+".4294"
+	}
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   in.dnsName,
@@ -306,7 +323,7 @@ func (s *Server) kubeletNode(in *instance) (*corev1.Node, error) {
 			NodeInfo: corev1.NodeSystemInfo{
 				MachineID: strings.ReplaceAll(in.id, "-", "") + "0000000000000000", SystemUUID: "ec2" + strings.TrimPrefix(in.id, "i-"),
 				BootID: "awssim-" + in.id, KernelVersion: kernel, OSImage: osImage, ContainerRuntimeVersion: "containerd://2.1.4",
-				KubeletVersion: "v" + s.opts.KubernetesVersion + ".0-eks", KubeProxyVersion: "", OperatingSystem: "linux", Architecture: in.spec.Arch,
+				KubeletVersion: "v" + s.opts.KubernetesVersion + ".0-eks", KubeProxyVersion: "", OperatingSystem: osName, Architecture: in.spec.Arch,
 			},
 		},
 	}

@@ -57,8 +57,70 @@ func (b *bootstrap) parse(raw []byte) error {
 		return b.parseBottlerocket(trimmed)
 	case bytes.Contains(trimmed, []byte("bootstrap.sh")):
 		return b.parseAL2(trimmed)
+	case bytes.Contains(trimmed, []byte("Start-EKSBootstrap.ps1")):
+		return b.parseWindows(trimmed)
 	}
 	return nil
+}
+
+// parseWindows reads the Start-EKSBootstrap.ps1 call of Windows user data: -EKSClusterName and
+// -KubeletExtraArgs, PowerShell verbatim strings (” is a quote).
+func (b *bootstrap) parseWindows(script []byte) error {
+	b.family = "Windows"
+	for _, line := range strings.Split(string(script), "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "& $EKSBootstrapScriptFile") {
+			continue
+		}
+		args, err := psWords(line)
+		if err != nil {
+			return fmt.Errorf("Start-EKSBootstrap.ps1 line: %w", err)
+		}
+		for i := 0; i+1 < len(args); i++ {
+			switch args[i] {
+			case "-EKSClusterName":
+				b.clusterName = args[i+1]
+			case "-KubeletExtraArgs":
+				flags, err := shellWords(args[i+1])
+				if err != nil {
+					return fmt.Errorf("-KubeletExtraArgs: %w", err)
+				}
+				if err := b.kubeletFlags(flags); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// psWords splits a PowerShell command line on spaces, reading '...' verbatim strings.
+func psWords(s string) ([]string, error) {
+	var words []string
+	for s = strings.TrimSpace(s); s != ""; s = strings.TrimSpace(s) {
+		if s[0] != '\'' {
+			w, rest, _ := strings.Cut(s, " ")
+			words, s = append(words, w), rest
+			continue
+		}
+		var w strings.Builder
+		i := 1
+		for ; i < len(s); i++ {
+			if s[i] == '\'' {
+				if i+1 < len(s) && s[i+1] == '\'' {
+					w.WriteByte('\'')
+					i++
+					continue
+				}
+				break
+			}
+			w.WriteByte(s[i])
+		}
+		if i >= len(s) {
+			return nil, fmt.Errorf("unterminated quote")
+		}
+		words, s = append(words, w.String()), s[i+1:]
+	}
+	return words, nil
 }
 
 func isMIME(raw []byte) bool {

@@ -245,7 +245,7 @@ func (p *Provider) fleetConfigs(ctx context.Context, l *fleetLaunch) ([]ec2types
 	for _, o := range l.opts {
 		im, _ := imageFor(l.r.images, o.it)
 		k := ltKey{image: im.ID, reservation: o.offering.ReservationID, efa: efaInterfaces(l.claim, l.nc, o.it)}
-		if l.r.opts.AMIFamily == catalog.AMIFamilyAL2 || l.r.opts.AMIFamily == catalog.AMIFamilyBottlerocket {
+		if passesMaxPods(l.r.opts.AMIFamily) {
 			k.maxPods = int32(o.it.Capacity[catalog.Pods])
 		}
 		groups[k] = append(groups[k], o)
@@ -519,7 +519,9 @@ func launchTemplateData(claim *karpv1.NodeClaim, nc *awsv1.EC2NodeClass, r *reso
 	}
 	b := userdata.Bootstrap{ClusterName: facts.ClusterName, Endpoint: facts.ClusterEndpoint, CA: facts.ClusterCA,
 		CIDR: facts.ClusterCIDR, Labels: labels, Taints: taints, Kubelet: nc.Spec.Kubelet, MaxPods: kind.maxPods, Custom: aws.ToString(nc.Spec.UserData)}
-	if r.opts.AMIFamily == catalog.AMIFamilyAL2 || r.opts.AMIFamily == catalog.AMIFamilyBottlerocket {
+	_, windows := catalog.WindowsBuild(r.opts.AMIFamily)
+	if r.opts.AMIFamily == catalog.AMIFamilyAL2 || r.opts.AMIFamily == catalog.AMIFamilyBottlerocket ||
+		windows && nc.Spec.Kubelet != nil && len(nc.Spec.Kubelet.ClusterDNS) > 0 {
 		dns, err := userdata.ClusterDNS(nc.Spec.Kubelet, facts.ClusterCIDR)
 		if err != nil {
 			return nil, fmt.Errorf("EC2NodeClass %s: %w", nc.Name, err)
@@ -586,6 +588,13 @@ func metadataOptions(m *awsv1.MetadataOptions) *ec2types.LaunchTemplateInstanceM
 		HttpPutResponseHopLimit: aws.Int32(int32(cmp.Or(aws.ToInt64(m.HTTPPutResponseHopLimit), 1))),
 		HttpTokens:              ec2types.LaunchTemplateHttpTokensState(cmp.Or(aws.ToString(m.HTTPTokens), "required")),
 	}
+}
+
+// passesMaxPods: the families whose bootstrap takes the instance type's pod count from the
+// launch template (AL2023's nodeadm computes it itself).
+func passesMaxPods(family string) bool {
+	_, windows := catalog.WindowsBuild(family)
+	return family == catalog.AMIFamilyAL2 || family == catalog.AMIFamilyBottlerocket || windows
 }
 
 // blockDevices renders spec.blockDeviceMappings, or the family's default volumes as Karpenter

@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
+	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/awserr"
 	"github.com/karpool/karpool/autoscaler/cloud/aws/ec2filter"
 )
@@ -42,6 +43,8 @@ const (
 	VariantStandard = "standard"
 	VariantNvidia   = "nvidia"
 	VariantNeuron   = "neuron"
+	// VariantWindows prefixes the Windows build a Windows image is ("windows-10.0.20348").
+	VariantWindows = "windows-"
 )
 
 // Suits reports whether a node of an instance type with these labels can run the image: its
@@ -57,6 +60,9 @@ func (im *Image) Suits(labels map[string]string) bool {
 	_, gpu := labels[awsv1.LabelInstanceGPUCount]
 	_, accel := labels[awsv1.LabelInstanceAcceleratorCount]
 	return slices.ContainsFunc(im.Variants, func(v string) bool {
+		if build, ok := strings.CutPrefix(v, VariantWindows); ok {
+			return labels[corev1.LabelOSStable] == string(corev1.Windows) && labels[corev1.LabelWindowsBuild] == build
+		}
 		switch v {
 		case VariantNvidia:
 			return gpu
@@ -76,6 +82,12 @@ func (im *Image) Requirements() [][]corev1.NodeSelectorRequirement {
 	}
 	var out [][]corev1.NodeSelectorRequirement
 	for _, v := range im.Variants {
+		if build, ok := strings.CutPrefix(v, VariantWindows); ok {
+			// Karpenter's requirements of a Windows image: the OS and the build.
+			out = append(out, []corev1.NodeSelectorRequirement{{Key: corev1.LabelOSStable, Operator: corev1.NodeSelectorOpIn, Values: []string{string(corev1.Windows)}},
+				{Key: corev1.LabelWindowsBuild, Operator: corev1.NodeSelectorOpIn, Values: []string{build}}})
+			continue
+		}
 		switch v {
 		case VariantNvidia:
 			out = append(out, []corev1.NodeSelectorRequirement{arch, {Key: awsv1.LabelInstanceGPUCount, Operator: corev1.NodeSelectorOpExists}})
@@ -133,8 +145,17 @@ func AliasParameters(alias, k8sVersion string) ([]Parameter, error) {
 		}
 		return []Parameter{p("", "amd64", VariantStandard, VariantNeuron), p("", "arm64", VariantStandard),
 			p("-nvidia", "amd64", VariantNvidia), p("-nvidia", "arm64", VariantNvidia)}, nil
+	case awsv1.AliasFamilyWindows2019, awsv1.AliasFamilyWindows2022, awsv1.AliasFamilyWindows2025:
+		if !latest {
+			return nil, awserr.Invalidf("alias %q: Windows aliases take @latest only", alias)
+		}
+		year := strings.TrimPrefix(strings.ToLower(family), "windows")
+		build, _ := catalog.WindowsBuild("Windows" + year)
+		// Only the Core edition, x86_64, as Karpenter reads it.
+		return []Parameter{{Name: fmt.Sprintf("/aws/service/ami-windows-latest/Windows_Server-%s-English-Core-EKS_Optimized-%s/image_id", year, k8sVersion),
+			Arch: "amd64", Variants: []string{VariantWindows + build}}}, nil
 	}
-	return nil, awserr.Invalidf("alias %q: karpool launches al2023, al2 and bottlerocket aliases (Windows is not supported); select the AMI by id, name or tags otherwise", alias)
+	return nil, awserr.Invalidf("alias %q: not an alias family (al2023, al2, bottlerocket, windows2019, windows2022, windows2025); select the AMI by id, name or tags otherwise", alias)
 }
 
 // eksArch maps Kubernetes architectures to the directory names of the AMI parameters.

@@ -38,6 +38,9 @@ func TestAliasParameters(t *testing.T) {
 			"arm64 [standard] /aws/service/bottlerocket/aws-k8s-1.32/arm64/1.49.0/image_id",
 			"amd64 [nvidia] /aws/service/bottlerocket/aws-k8s-1.32-nvidia/x86_64/1.49.0/image_id",
 			"arm64 [nvidia] /aws/service/bottlerocket/aws-k8s-1.32-nvidia/arm64/1.49.0/image_id"},
+		"windows2019@latest": {"amd64 [windows-10.0.17763] /aws/service/ami-windows-latest/Windows_Server-2019-English-Core-EKS_Optimized-1.32/image_id"},
+		"windows2022@latest": {"amd64 [windows-10.0.20348] /aws/service/ami-windows-latest/Windows_Server-2022-English-Core-EKS_Optimized-1.32/image_id"},
+		"windows2025@latest": {"amd64 [windows-10.0.26100] /aws/service/ami-windows-latest/Windows_Server-2025-English-Core-EKS_Optimized-1.32/image_id"},
 	} {
 		ps, err := AliasParameters(alias, "1.32")
 		var got []string
@@ -48,8 +51,8 @@ func TestAliasParameters(t *testing.T) {
 			t.Errorf("%s: %v %v, want %v", alias, got, err, want)
 		}
 	}
-	if _, err := AliasParameters("windows2022@latest", "1.32"); err == nil || !strings.Contains(err.Error(), "Windows is not supported") {
-		t.Errorf("windows alias: got %v", err)
+	if _, err := AliasParameters("windows2022@v1", "1.32"); err == nil || !strings.Contains(err.Error(), "@latest only") {
+		t.Errorf("windows alias with a version: got %v", err)
 	}
 }
 
@@ -79,5 +82,15 @@ func TestImageSuits(t *testing.T) {
 		if n := len(tc.im.Requirements()); n != max(len(tc.im.Variants), 1) {
 			t.Errorf("%v: %d requirement sets", tc.im.Variants, n)
 		}
+	}
+	// A Windows image suits the Windows nodes of its build only, and says so in status.amis.
+	win := Image{Arch: "amd64", Variants: []string{VariantWindows + "10.0.20348"}}
+	w2022 := map[string]string{corev1.LabelArchStable: "amd64", corev1.LabelOSStable: "windows", corev1.LabelWindowsBuild: "10.0.20348"}
+	w2019 := map[string]string{corev1.LabelArchStable: "amd64", corev1.LabelOSStable: "windows", corev1.LabelWindowsBuild: "10.0.17763"}
+	if !win.Suits(w2022) || win.Suits(w2019) || win.Suits(cpu) {
+		t.Errorf("the 2022 image suits 2022/2019/linux: %t %t %t", win.Suits(w2022), win.Suits(w2019), win.Suits(cpu))
+	}
+	if rs := win.Requirements(); len(rs) != 1 || len(rs[0]) != 2 || rs[0][0].Values[0] != "windows" || rs[0][1].Values[0] != "10.0.20348" {
+		t.Errorf("Windows image requirements %+v, want os windows and build 10.0.20348", rs)
 	}
 }

@@ -1,6 +1,7 @@
 // Package userdata renders the user data that makes an EC2 instance join the cluster as a
 // node, for each AMI family: nodeadm NodeConfig in MIME for AL2023, bootstrap.sh for AL2,
-// settings TOML for Bottlerocket, the class's own user data for Custom. It is pure.
+// settings TOML for Bottlerocket, Start-EKSBootstrap.ps1 in PowerShell for Windows, the class's
+// own user data for Custom. It is pure.
 package userdata
 
 import (
@@ -55,8 +56,10 @@ func Render(family string, b Bootstrap) ([]byte, error) {
 		return bottlerocketUserData(b)
 	case catalog.AMIFamilyCustom:
 		return []byte(b.Custom), nil
+	case catalog.AMIFamilyWindows2019, catalog.AMIFamilyWindows2022, catalog.AMIFamilyWindows2025:
+		return windowsUserData(b)
 	}
-	return nil, fmt.Errorf("AMI family %q: karpool renders user data for AL2023, AL2, Bottlerocket and Custom", family)
+	return nil, fmt.Errorf("AMI family %q: karpool renders user data for AL2023, AL2, Bottlerocket, Windows and Custom", family)
 }
 
 // ClusterDNS is the cluster DNS address: the class's kubelet clusterDNS, else the tenth

@@ -83,6 +83,25 @@ func TestAL2UserData(t *testing.T) {
 	}
 }
 
+// TestWindowsUserData: as Karpenter's Windows bootstrap, one PowerShell block: the custom user
+// data, then Start-EKSBootstrap.ps1 with the cluster, CA, kubelet flags and DNS address; quotes
+// in values are doubled, so a label cannot end the string.
+func TestWindowsUserData(t *testing.T) {
+	b := Bootstrap{ClusterName: "c1", Endpoint: "https://api.example", CA: "Q0E=", DNSIP: "10.100.0.10", MaxPods: 110,
+		Labels: map[string]string{"team": "it's"}, Taints: []corev1.Taint{{Key: "karpenter.sh/unregistered", Effect: corev1.TaintEffectNoExecute}},
+		Custom: "Write-Host custom\n"}
+	out, err := Render("Windows2022", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "<powershell>\nWrite-Host custom\n[string]$EKSBootstrapScriptFile = \"$env:ProgramFiles\\Amazon\\EKS\\Start-EKSBootstrap.ps1\"\n" +
+		"& $EKSBootstrapScriptFile -EKSClusterName 'c1' -APIServerEndpoint 'https://api.example' -Base64ClusterCA 'Q0E='" +
+		" -KubeletExtraArgs '--node-labels=team=it''s --register-with-taints=karpenter.sh/unregistered:NoExecute --max-pods=110' -DNSClusterIP '10.100.0.10'\n</powershell>"
+	if string(out) != want {
+		t.Errorf("Windows user data:\n%s\nwant:\n%s", out, want)
+	}
+}
+
 func TestBottlerocketUserDataMergesCustomTOML(t *testing.T) {
 	b := Bootstrap{ClusterName: "c1", Endpoint: "https://api.example", CA: "Q0E=", DNSIP: "10.100.0.10", MaxPods: 29,
 		Labels:  map[string]string{"team": "blue"},
