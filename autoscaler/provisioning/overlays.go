@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	"github.com/karpool/karpool/api/karpenter/v1alpha1"
+	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
 	"github.com/karpool/karpool/autoscaler/overlay"
 	"github.com/karpool/karpool/autoscaler/scheduling"
 	"github.com/karpool/karpool/autoscaler/state"
@@ -31,11 +34,19 @@ func (p *Provisioner) overlaid(ctx context.Context, pools []scheduling.Pool) []s
 // OverlayVerdicts evaluates the cluster's NodeOverlays against the pools as a provisioning
 // round sees them, for their status.
 func (p *Provisioner) OverlayVerdicts(ctx context.Context, overlays []v1alpha1.NodeOverlay) ([]overlay.Verdict, error) {
-	c, err := state.Take(ctx, p.client)
-	if err != nil {
-		return nil, fmt.Errorf("reading the cluster: %w", err)
+	// Only the pools and their classes matter: no pods, nodes or claims are listed.
+	var pools karpv1.NodePoolList
+	var classes awsv1.EC2NodeClassList
+	for _, l := range []client.ObjectList{&pools, &classes} {
+		if err := p.client.List(ctx, l); err != nil {
+			return nil, fmt.Errorf("reading the cluster: %w", err)
+		}
 	}
-	pools, _ := p.basePools(ctx, c)
-	_, verdicts := overlay.Apply(overlays, pools)
+	c := &state.Cluster{NodePools: state.Pointers(pools.Items), NodeClasses: map[string]*awsv1.EC2NodeClass{}}
+	for i := range classes.Items {
+		c.NodeClasses[classes.Items[i].Name] = &classes.Items[i]
+	}
+	base, _ := p.basePools(ctx, c)
+	_, verdicts := overlay.Apply(overlays, base)
 	return verdicts, nil
 }
