@@ -176,7 +176,8 @@ func writePlan(h hash.Hash, res *scheduling.Result) {
 			fmt.Fprintf(h, " taint %s=%s:%s\n", tt.Key, tt.Value, tt.Effect)
 		}
 		fmt.Fprintf(h, " taints %d\n", len(nc.Taints))
-		fmt.Fprintf(h, " podreq %v dsreq %v\n", nc.PodRequests, nc.DaemonSetRequests)
+		// Named and non-zero only, so a resource added to catalog.Resources changes no digest.
+		fmt.Fprintf(h, " podreq %s dsreq %s\n", scheduling.FormatResources(nc.PodRequests), scheduling.FormatResources(nc.DaemonSetRequests))
 	}
 	for _, b := range res.Bindings {
 		fmt.Fprintf(h, "bind %s %s %d\n", podName(b.Pod), b.Node, b.NodeClaim)
