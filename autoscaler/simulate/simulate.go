@@ -59,6 +59,7 @@ type Report struct {
 	pods     int
 	pools    []PoolSummary
 	warnings []string
+	overlays []string
 }
 
 // NodeClaim is one new node.
@@ -102,6 +103,10 @@ func (r *Report) Pools() []PoolSummary { return r.pools }
 
 // Warnings are the documents and objects that were skipped or adjusted.
 func (r *Report) Warnings() []string { return r.warnings }
+
+// Overlays says what became of the pool files' NodeOverlays that did not simply apply (not
+// applied, and why; resources not scheduled on); these are among the warnings too.
+func (r *Report) Overlays() []string { return r.overlays }
 
 // Run loads the inputs, solves and builds the report.
 func Run(ctx context.Context, opts Options) (*Report, error) {
@@ -190,7 +195,8 @@ func Solve(ps *Pools, w *Workload, region string) (*Report, error) {
 		}
 		in.Pools = append(in.Pools, scheduling.Pool{NodePool: np, InstanceTypes: its})
 	}
-	warnings = append(warnings, ps.applyOverlays(in)...)
+	overlays := ps.applyOverlays(in)
+	warnings = append(warnings, overlays...)
 	w.addTo(in)
 	if len(in.Pods) == 0 {
 		warnings = append(warnings, "the workload has no pods")
@@ -200,7 +206,7 @@ func Solve(ps *Pools, w *Workload, region string) (*Report, error) {
 	solve := time.Since(start)
 	rep := newReport(in, res, region)
 	rep.SolveSeconds = solve.Seconds()
-	rep.warnings = warnings
+	rep.warnings, rep.overlays = warnings, overlays
 	return rep, nil
 }
 

@@ -46,6 +46,7 @@ func (p *Plan) Markdown(version string) string {
 	p.worstCaseSection(&pg)
 	p.awsSection(&pg)
 	p.unhonoredSection(&pg)
+	p.overlaysSection(&pg)
 	tail := p.assumptions(version)
 	room := MaxComment - len(tail)
 	if pg.size > room {
@@ -161,6 +162,18 @@ func (p *Plan) poolTable(pg *page) {
 			}
 			pg.blockf("| %s | %s | %s | %s | %s |\n", name, r[0], r[1], r[2], r[3])
 		}
+	}
+	pg.block("\n")
+}
+
+// overlaysSection lists the head's NodeOverlays that the plan does not apply, or not fully.
+func (p *Plan) overlaysSection(pg *page) {
+	if len(p.Overlays) == 0 {
+		return
+	}
+	pg.blockf("#### NodeOverlays not applied (%d)\n\n", len(p.Overlays))
+	for _, o := range p.Overlays {
+		pg.blockf("- %s\n", mdsafe.Text(o))
 	}
 	pg.block("\n")
 }

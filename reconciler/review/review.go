@@ -86,6 +86,9 @@ type Plan struct {
 	// Unhonored are the fields of the head's objects that karpool does not act on and that
 	// the objects accept with the opt-out annotation (without it, they are validation errors).
 	Unhonored []Unhonored `json:"unhonored,omitempty"`
+	// Overlays say which of the head's NodeOverlays the plan does not apply, and why (the
+	// cluster's gate, a conflict, an invalid price), so the plan is not read as if they did.
+	Overlays []string `json:"overlays,omitempty"`
 }
 
 // Unhonored is a field of an object that karpool accepts and does not act on.
@@ -197,6 +200,9 @@ func Make(ctx context.Context, in Input) (*Plan, error) {
 	}
 	p.Objects = diffObjects(p.Base.objs, p.Head.objs)
 	p.Unhonored = unhonored(p.Head.objs)
+	if p.Head.Planned() {
+		p.Overlays = p.Head.report.Overlays()
+	}
 	p.Pools = comparePools(p.Base, p.Head)
 	if p.Base.Planned() && p.Head.Planned() {
 		p.Unschedulable = newlyUnschedulable(p.Base.report, p.Head.report)

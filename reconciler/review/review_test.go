@@ -373,6 +373,57 @@ func TestUnhonoredFields(t *testing.T) {
 	}
 }
 
+// TestOverlaysInThePlan: a head adding a NodeOverlay that makes m5.large cheap is planned on
+// m5.large when the cluster applies overlays; when its gate is off the plan ignores the
+// overlay and the comment says so, as it names an overlay that conflicts.
+func TestOverlaysInThePlan(t *testing.T) {
+	overlay := func(name, price string) string {
+		return fmt.Sprintf("---\napiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\nmetadata: {name: %s}\nspec:\n  weight: 10\n  requirements: [{key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}]\n  price: %q\n", name, price)
+	}
+	head := with(map[string]string{
+		"pools/kustomization.yaml": "resources: [nodeclass.yaml, nodepool.yaml, app.yaml, overlay.yaml]\n",
+		"pools/nodepool.yaml":      pool("t3.small, m5.large", "20", "web"),
+		"pools/overlay.yaml":       overlay("savings-plan", "0.001"),
+	})
+	types := func(p *Plan) map[string]int {
+		out := map[string]int{}
+		for _, nc := range p.Head.report.NodeClaims {
+			out[nc.InstanceType]++
+		}
+		return out
+	}
+	planWith := func(head map[string]string, off string) *Plan {
+		p, err := Make(context.Background(), Input{Base: tree("main@sha1:1111111", base), Head: tree("feature@sha1:2222222", head),
+			Path: "pools", Now: time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC), OverlaysOff: off})
+		if err != nil || !p.Head.Planned() {
+			t.Fatalf("plan: %v %+v", err, p)
+		}
+		return p
+	}
+	on := planWith(head, "")
+	if got := types(on); got["m5.large"] == 0 || got["t3.small"] != 0 || len(on.Overlays) != 0 {
+		t.Errorf("with the overlay applied: types %v, notes %q; want every node an m5.large", got, on.Overlays)
+	}
+	off := planWith(head, "the cluster's NodeOverlay feature gate is off")
+	if got := types(off); got["m5.large"] != 0 {
+		t.Errorf("with the overlay ignored: types %v; want the list prices' t3.small", got)
+	}
+	conflict := with(map[string]string{
+		"pools/kustomization.yaml": head["pools/kustomization.yaml"], "pools/nodepool.yaml": head["pools/nodepool.yaml"],
+		"pools/overlay.yaml": overlay("savings-plan", "0.001") + overlay("another", "0.002"),
+	})
+	for _, tc := range []struct {
+		p    *Plan
+		want string
+	}{{off, "1 NodeOverlays not applied: the cluster's NodeOverlay feature gate is off"}, {planWith(conflict, ""), `NodeOverlay "another" is not applied (Conflict)`}} {
+		for _, out := range []string{tc.p.Markdown("test"), tc.p.Text()} {
+			if !strings.Contains(out, "NodeOverlays not applied") || !strings.Contains(out, tc.want) {
+				t.Errorf("the plan does not say %q:\n%s", tc.want, out)
+			}
+		}
+	}
+}
+
 // TestReservationUse: the cluster's class resolves a reservation of 2 t3.small; a head that
 // lets the pool use reserved capacity plans 2 nodes into it (no more: the rest stay
 // on-demand) and costs less than the base, which the comment shows.

@@ -98,6 +98,12 @@ func (p *Plan) text() string {
 			fmt.Fprintf(&b, "  %s %s: Karpenter %s\n", u.Object, u.Field, u.Karpenter)
 		}
 	}
+	if len(p.Overlays) > 0 {
+		b.WriteString("\nNodeOverlays not applied:\n")
+		for _, o := range p.Overlays {
+			fmt.Fprintf(&b, "  %s\n", o)
+		}
+	}
 	if len(p.Objects) > 0 {
 		fmt.Fprintf(&b, "\nRendered manifests: %d %s changed:\n", len(p.Objects), plural(len(p.Objects), "object"))
 		for _, o := range p.Objects {
