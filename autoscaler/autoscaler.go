@@ -122,8 +122,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 			return err
 		}
 	}
-	if err := nodeoverlay.NewStatus(mgr.GetClient(), prov, opts.Gates.NodeOverlay).SetupWithManager(mgr); err != nil {
-		return err
+	if opts.Gates.NodeOverlay {
+		if err := nodeoverlay.NewStatus(mgr.GetClient(), prov).SetupWithManager(mgr); err != nil {
+			return err
+		}
 	}
 	status := nodepool.NewStatus(mgr.GetClient(), m.Cloud(opts.Provider, metrics.ControllerPoolStatus), m)
 	status.StaticCapacity = opts.Gates.StaticCapacity

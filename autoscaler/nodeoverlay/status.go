@@ -1,7 +1,7 @@
 // Package nodeoverlay keeps NodeOverlay status current: ValidationSucceeded (False, reason
 // RuntimeValidation or Conflict, for an overlay applied nowhere), FieldsHonored (capacity
-// resources the scheduling engine does not schedule on) and Ready. With the NodeOverlay gate
-// off (Karpenter's default) every overlay says it is not applied.
+// resources the scheduling engine does not schedule on) and Ready. As in Karpenter, it runs
+// only with the NodeOverlay gate (so a cluster without the gate needs no NodeOverlay CRD).
 package nodeoverlay
 
 import (
@@ -40,14 +40,13 @@ const Recheck = 5 * time.Minute
 // Status reconciles the status of every NodeOverlay at once: whether one applies depends on
 // all the others.
 type Status struct {
-	client  client.Client
-	eval    Evaluator
-	enabled bool
+	client client.Client
+	eval   Evaluator
 }
 
-// NewStatus returns the status reconciler; enabled is the NodeOverlay gate.
-func NewStatus(c client.Client, eval Evaluator, enabled bool) *Status {
-	return &Status{client: c, eval: eval, enabled: enabled}
+// NewStatus returns the status reconciler.
+func NewStatus(c client.Client, eval Evaluator) *Status {
+	return &Status{client: c, eval: eval}
 }
 
 // Reconcile evaluates every overlay and patches the statuses that changed.
@@ -56,12 +55,9 @@ func (s *Status) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.
 	if err := s.client.List(ctx, &list); err != nil {
 		return reconcile.Result{}, err
 	}
-	var verdicts []overlay.Verdict
-	if s.enabled {
-		var err error
-		if verdicts, err = s.eval.OverlayVerdicts(ctx, list.Items); err != nil {
-			return reconcile.Result{}, err
-		}
+	verdicts, err := s.eval.OverlayVerdicts(ctx, list.Items)
+	if err != nil {
+		return reconcile.Result{}, err
 	}
 	byName := map[string]overlay.Verdict{}
 	for _, v := range verdicts {
@@ -70,7 +66,7 @@ func (s *Status) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.
 	for i := range list.Items {
 		o := &list.Items[i]
 		before := o.DeepCopy()
-		s.conditions(o, byName[o.Name])
+		conditions(o, byName[o.Name])
 		if equality.Semantic.DeepEqual(before.Status, o.Status) {
 			continue
 		}
@@ -82,7 +78,7 @@ func (s *Status) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.
 }
 
 // conditions sets the overlay's conditions from its verdict.
-func (s *Status) conditions(o *v1alpha1.NodeOverlay, v overlay.Verdict) {
+func conditions(o *v1alpha1.NodeOverlay, v overlay.Verdict) {
 	gen := o.Generation
 	set := func(t string, ok bool, reason, msg string) {
 		st := metav1.ConditionTrue
@@ -92,12 +88,6 @@ func (s *Status) conditions(o *v1alpha1.NodeOverlay, v overlay.Verdict) {
 		meta.SetStatusCondition(&o.Status.Conditions, metav1.Condition{Type: t, Status: st, Reason: reason, Message: msg, ObservedGeneration: gen})
 	}
 	switch {
-	case !s.enabled:
-		msg := "the NodeOverlay feature gate is off (Karpenter's default): the overlay is not applied; set FEATURE_GATES=NodeOverlay=true"
-		set(v1alpha1.ConditionValidationSucceeded, false, "FeatureGateOff", msg)
-		set(karpv1.ConditionTypeReady, false, "FeatureGateOff", msg)
-		meta.RemoveStatusCondition(&o.Status.Conditions, unimplemented.ConditionType)
-		return
 	case v.Applied():
 		set(v1alpha1.ConditionValidationSucceeded, true, "ValidationSucceeded", "")
 		set(karpv1.ConditionTypeReady, true, "Ready", "")

@@ -13,27 +13,25 @@ import (
 	"github.com/karpool/karpool/internal/unimplemented"
 )
 
-// TestConditionsFollowTheVerdict: what each verdict (and the gate) writes into an overlay's
+// TestConditionsFollowTheVerdict: what each verdict writes into an overlay's
 // status, as Karpenter's ValidationSucceeded/Ready, plus FieldsHonored for resources the
 // engine does not model.
 func TestConditionsFollowTheVerdict(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
-		enabled   bool
 		verdict   overlay.Verdict
 		validated metav1.ConditionStatus
 		reason    string
-		honored   metav1.ConditionStatus // "" when the condition must be absent
+		honored   metav1.ConditionStatus
 	}{
-		{"applied", true, overlay.Verdict{Name: "o"}, metav1.ConditionTrue, "ValidationSucceeded", metav1.ConditionTrue},
-		{"conflict", true, overlay.Verdict{Name: "o", Reason: overlay.ReasonConflict, Message: "NodeOverlay \"p\" of the same weight"}, metav1.ConditionFalse, "Conflict", metav1.ConditionTrue},
-		{"invalid", true, overlay.Verdict{Name: "o", Reason: overlay.ReasonInvalid, Message: "spec.price"}, metav1.ConditionFalse, "RuntimeValidation", metav1.ConditionTrue},
-		{"unmodelled", true, overlay.Verdict{Name: "o", Unmodelled: []string{"smarter-devices/fuse"}}, metav1.ConditionTrue, "ValidationSucceeded", metav1.ConditionFalse},
-		{"gate off", false, overlay.Verdict{}, metav1.ConditionFalse, "FeatureGateOff", ""},
+		{"applied", overlay.Verdict{Name: "o"}, metav1.ConditionTrue, "ValidationSucceeded", metav1.ConditionTrue},
+		{"conflict", overlay.Verdict{Name: "o", Reason: overlay.ReasonConflict, Message: "NodeOverlay \"p\" of the same weight"}, metav1.ConditionFalse, "Conflict", metav1.ConditionTrue},
+		{"invalid", overlay.Verdict{Name: "o", Reason: overlay.ReasonInvalid, Message: "spec.price"}, metav1.ConditionFalse, "RuntimeValidation", metav1.ConditionTrue},
+		{"unmodelled", overlay.Verdict{Name: "o", Unmodelled: []string{"smarter-devices/fuse"}}, metav1.ConditionTrue, "ValidationSucceeded", metav1.ConditionFalse},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := &v1alpha1.NodeOverlay{ObjectMeta: metav1.ObjectMeta{Name: "o", Generation: 3}}
-			(&Status{enabled: tc.enabled}).conditions(o, tc.verdict)
+			conditions(o, tc.verdict)
 			v := meta.FindStatusCondition(o.Status.Conditions, v1alpha1.ConditionValidationSucceeded)
 			r := meta.FindStatusCondition(o.Status.Conditions, karpv1.ConditionTypeReady)
 			if v == nil || r == nil || v.Status != tc.validated || v.Reason != tc.reason || r.Status != tc.validated || v.ObservedGeneration != 3 {
@@ -44,9 +42,7 @@ func TestConditionsFollowTheVerdict(t *testing.T) {
 			}
 			h := meta.FindStatusCondition(o.Status.Conditions, unimplemented.ConditionType)
 			switch {
-			case tc.honored == "" && h != nil:
-				t.Errorf("FieldsHonored %+v with the gate off", h)
-			case tc.honored != "" && (h == nil || h.Status != tc.honored):
+			case h == nil || h.Status != tc.honored:
 				t.Errorf("FieldsHonored %+v, want %s", h, tc.honored)
 			case tc.honored == metav1.ConditionFalse && !strings.Contains(h.Message, "smarter-devices/fuse"):
 				t.Errorf("FieldsHonored message %q does not name the resource", h.Message)
