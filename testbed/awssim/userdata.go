@@ -64,7 +64,7 @@ func (b *bootstrap) parse(raw []byte) error {
 }
 
 // parseWindows reads the Start-EKSBootstrap.ps1 call of Windows user data: -EKSClusterName and
-// -KubeletExtraArgs, PowerShell verbatim strings (” is a quote).
+// -KubeletExtraArgs, PowerShell verbatim strings (a doubled single quote is one quote).
 func (b *bootstrap) parseWindows(script []byte) error {
 	b.family = "Windows"
 	for _, line := range strings.Split(string(script), "\n") {
