@@ -48,43 +48,48 @@ verify-generate: generate
 	@untracked=$$(git ls-files --others --exclude-standard -- api config charts/karpool/crds); if [ -n "$$untracked" ]; then echo "untracked generated files: $$untracked"; exit 1; fi
 
 ## test: every test, unit and end-to-end, on the real local control plane, and brief fuzzing
-# Three lanes share the two cores. The packages whose tests start a control plane or Gitea run one
-# at a time (two control planes would starve each other); they spend most of their time waiting
-# on the cluster, so the cores' spare time goes to go vet and the other packages' tests, to
-# `make fuzz` (whose cost is compiling instrumented packages) and to the tools only a few
-# end-to-end packages need: helm (the install test in internal/operator) is built beside the
-# early packages, Gitea beside internal/operator, whose tests mostly wait. The end-to-end lane
-# streams; the others are printed when all are done. Timings: BENCHMARKS.md "Build and test
-# times".
+# Four lanes share the two cores. The packages whose tests start a control plane or Gitea wait on
+# the cluster most of the time, so they run in two lanes of their own, each with its own control
+# plane: internal/operator's tests (the longest package) in one, the other end-to-end packages one
+# after the other in the second. The cores' spare time goes to go vet and the other packages'
+# tests, to `make fuzz` (whose cost is compiling instrumented packages) and to the tools only a
+# few tests need: helm (internal/operator's install test, which therefore runs in the second
+# lane) is built first, Gitea after it. The second lane streams; the others are printed when all
+# are done. Timings: BENCHMARKS.md "Build and test times".
 E2E_IMPORTS := testbed/(localenv|giteatest)
 EARLY_TOOLS := kube etcd kwok metrics-server controller-gen cue
-# The packages that need a late tool: helm's, and Gitea's (giteatest and its importers).
-HELM_PKGS := /internal/operator$$
+# The package with a lane of its own, and its tests that need helm.
+OWN_LANE_PKG := ./internal/operator
+HELM_TESTS := ^TestInstalledController$$
+# The packages that need Gitea (giteatest and its importers) run last in the second lane.
 GITEA_PKGS := /testbed/giteatest$$
 GITEA_IMPORTS := testbed/giteatest
 test: early-tools verify-generate fmt funclen
-	@rm -f $(BIN)/unit.pkgs $(BIN)/e2e-early.pkgs $(BIN)/e2e-helm.pkgs $(BIN)/e2e-gitea.pkgs
+	@rm -f $(BIN)/unit.pkgs $(BIN)/e2e-early.pkgs $(BIN)/e2e-gitea.pkgs
 	@$(GO) list -f '{{.ImportPath}}{{range .TestImports}} {{.}}{{end}}{{range .XTestImports}} {{.}}{{end}}' ./... \
-		| awk -v re='$(E2E_IMPORTS)' -v helm='$(HELM_PKGS)' -v gitea='$(GITEA_PKGS)' -v giteaimp='$(GITEA_IMPORTS)' \
-		'{ e2e=0; g=($$1 ~ gitea); for (i=2; i<=NF; i++) { if ($$i ~ re) e2e=1; if ($$i ~ giteaimp) g=1 } \
-		  print $$1 > (!e2e ? "$(BIN)/unit.pkgs" : g ? "$(BIN)/e2e-gitea.pkgs" : ($$1 ~ helm) ? "$(BIN)/e2e-helm.pkgs" : "$(BIN)/e2e-early.pkgs") }'
-	@touch $(BIN)/e2e-helm.pkgs $(BIN)/e2e-gitea.pkgs
+		| awk -v re='$(E2E_IMPORTS)' -v own='$(OWN_LANE_PKG:./%=/%$$)' -v gitea='$(GITEA_PKGS)' -v giteaimp='$(GITEA_IMPORTS)' \
+		'$$1 ~ own { next } { e2e=0; g=($$1 ~ gitea); for (i=2; i<=NF; i++) { if ($$i ~ re) e2e=1; if ($$i ~ giteaimp) g=1 } \
+		  print $$1 > (!e2e ? "$(BIN)/unit.pkgs" : g ? "$(BIN)/e2e-gitea.pkgs" : "$(BIN)/e2e-early.pkgs") }'
+	@touch $(BIN)/e2e-gitea.pkgs
 	@hack/tools.sh helm > $(BIN)/tools-helm.log 2>&1 & helm=$$!; \
 	$(MAKE) --no-print-directory fuzz > $(BIN)/fuzz.log 2>&1 & fuzz=$$!; \
 	{ $(GO) vet ./... && $(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) $$(cat $(BIN)/unit.pkgs); } > $(BIN)/unit.log 2>&1 & unit=$$!; \
+	$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) -skip '$(HELM_TESTS)' $(OWN_LANE_PKG) > $(BIN)/own-lane.log 2>&1 & own=$$!; \
 	$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) $$(cat $(BIN)/e2e-early.pkgs); status=$$?; \
 	echo "=== helm, built beside those tests"; \
 	wait $$helm; helmed=$$?; cat $(BIN)/tools-helm.log; \
 	hack/tools.sh gitea > $(BIN)/tools-gitea.log 2>&1 & gitea=$$!; \
-	if [ $$helmed -eq 0 ]; then $(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) $$(cat $(BIN)/e2e-helm.pkgs) || status=1; \
-	else echo "building helm failed: skipped $$(cat $(BIN)/e2e-helm.pkgs)"; status=1; fi; \
+	if [ $$helmed -eq 0 ]; then $(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) -run '$(HELM_TESTS)' $(OWN_LANE_PKG) || status=1; \
+	else echo "building helm failed: skipped $(HELM_TESTS) in $(OWN_LANE_PKG)"; status=1; fi; \
 	echo "=== gitea, built beside those tests"; \
 	if wait $$gitea; then cat $(BIN)/tools-gitea.log; \
 		$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) $$(cat $(BIN)/e2e-gitea.pkgs) || status=1; \
 	else cat $(BIN)/tools-gitea.log; echo "building gitea failed: skipped $$(cat $(BIN)/e2e-gitea.pkgs)"; status=1; fi; \
-	wait $$unit; unitstatus=$$?; wait $$fuzz; fuzzed=$$?; \
+	wait $$own; ownstatus=$$?; wait $$unit; unitstatus=$$?; wait $$fuzz; fuzzed=$$?; \
+	echo; echo "=== $(OWN_LANE_PKG) but $(HELM_TESTS) (run beside the other end-to-end packages)"; cat $(BIN)/own-lane.log; \
 	echo; echo "=== go vet and the unit tests (run beside the end-to-end ones)"; cat $(BIN)/unit.log; \
 	echo; echo "=== make fuzz (run beside the tests)"; cat $(BIN)/fuzz.log; \
+	if [ $$ownstatus -ne 0 ]; then echo "$(OWN_LANE_PKG) failed"; status=1; fi; \
 	if [ $$unitstatus -ne 0 ]; then echo "go vet or the unit tests failed"; status=1; fi; \
 	if [ $$fuzzed -ne 0 ]; then echo "make fuzz failed"; status=1; fi; \
 	exit $$status

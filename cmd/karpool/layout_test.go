@@ -3,7 +3,6 @@ package main
 import (
 	"go/parser"
 	"go/token"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -100,19 +99,6 @@ func TestLayers(t *testing.T) {
 					}
 				}
 			}
-		}
-	}
-}
-
-// TestBuildsForOtherSystems: the binary builds for Windows and macOS too (vet, plan, migrate
-// and the controller run anywhere Go does; `karpool up` needs Linux, and says so when it
-// starts its first component).
-func TestBuildsForOtherSystems(t *testing.T) {
-	for _, goos := range []string{"windows", "darwin"} {
-		cmd := exec.Command("go", "build", "-o", os.DevNull, ".")
-		cmd.Env = append(os.Environ(), "GOOS="+goos, "GOARCH=amd64", "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Errorf("GOOS=%s go build ./cmd/karpool: %v\n%s", goos, err, out)
 		}
 	}
 }
