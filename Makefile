@@ -104,7 +104,7 @@ FUZZ_TARGETS := ./schema/vet:FuzzVet ./schema:FuzzParseSchedule ./internal/migra
 	./autoscaler/cloud/aws/interruption:FuzzParse ./internal/featuregates:FuzzParse ./reconciler/review:FuzzMake \
 	./internal/iampolicy:FuzzParse ./autoscaler/cloud/aws/prereq:FuzzPolicyScoped \
 	./internal/mdsafe:FuzzText ./reconciler/review:FuzzMarkdownIsInert ./reconciler/status:FuzzMarkdownIsInert ./internal/redact:FuzzText \
-	./manifests/build:FuzzBuildIsConfined
+	./manifests/build:FuzzBuildIsConfined ./api/karpool/v1alpha1:FuzzParseLimitPerHour
 # A count, not a duration: with a duration, Go 1.26's fuzz coordinator can race its own deadline
 # and fail a target that found nothing ("context deadline exceeded", go.dev/issue/75804, fixed in
 # Go 1.27). Longer local runs: make fuzz FUZZTIME=100000x.

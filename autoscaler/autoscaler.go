@@ -128,7 +128,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		}
 	}
 	status := nodepool.NewStatus(mgr.GetClient(), m.Cloud(opts.Provider, metrics.ControllerPoolStatus), m)
-	status.StaticCapacity = opts.Gates.StaticCapacity
+	status.StaticCapacity, status.Overlay = opts.Gates.StaticCapacity, prov.Overlaid
 	return status.SetupWithManager(mgr)
 }
 

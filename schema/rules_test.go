@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	karpoolv1alpha1 "github.com/karpool/karpool/api/karpool/v1alpha1"
 	"github.com/karpool/karpool/schema"
 )
 
@@ -148,6 +149,37 @@ func TestUnimplementedFieldsRefused(t *testing.T) {
 		if f.Severity != c.sev || f.Rule != "unimplemented" || f.Path != "spec.disruption.consolidationPolicy" || f.Line != line ||
 			!strings.Contains(f.Message, "the value Balanced is not implemented") || !strings.Contains(f.Hint, "karpool.dev/unimplemented-fields") {
 			t.Errorf("%q: %s (hint %q), want a %s at pool.yaml:%d naming Balanced, what Karpenter does and the annotation", c.extra, f, f.Hint, c.sev, line)
+		}
+	}
+}
+
+// TestCostLimitAnnotation: the schema accepts exactly the karpool.dev/limit-per-hour values the
+// engine reads (api/karpool/v1alpha1.ParseLimitPerHour), and points at the value.
+func TestCostLimitAnnotation(t *testing.T) {
+	const pool = `apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: a
+  annotations:
+    karpool.dev/limit-per-hour: %q
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}]
+`
+	for _, v := range []string{"25", "25.50", "$25.50/h", "0", "$0.000001/h", "25 dollars", "-1", "1e3", "25/hour", "1234567890", "0.1234567", "$", ""} {
+		fs, err := schema.ValidateDocuments("pool.yaml", fmt.Appendf(nil, pool, v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, parseErr := karpoolv1alpha1.ParseLimitPerHour(v)
+		if (parseErr == nil) != (len(fs) == 0) {
+			t.Errorf("%q: the engine says %v, the schema %v", v, parseErr, fs)
+			continue
+		}
+		if len(fs) > 0 && (fs[0].Line != 6 || fs[0].Path != `metadata.annotations["karpool.dev/limit-per-hour"]` || !strings.Contains(fs[0].Message, "USD per hour")) {
+			t.Errorf("%q: %s at %d (%s), want line 6 on the annotation saying USD per hour", v, fs[0], fs[0].Line, fs[0].Path)
 		}
 	}
 }

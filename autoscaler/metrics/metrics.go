@@ -60,6 +60,10 @@ type Metrics struct {
 	PoolUsage *prometheus.GaugeVec
 	PoolLimit *prometheus.GaugeVec
 	PoolCost  *prometheus.GaugeVec
+	// PoolCostCounted is what the pool's NodeClaims count against its cost limit (launching
+	// ones at their dearest option), PoolCostLimit the limit; both only for pools with one.
+	PoolCostCounted *prometheus.GaugeVec
+	PoolCostLimit   *prometheus.GaugeVec
 	// SchedulingDuration times the engine's runs, UnschedulablePods counts the pods the last
 	// run found no room for; both by controller (provisioner, disruption).
 	SchedulingDuration *prometheus.HistogramVec
@@ -125,6 +129,9 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			labelResourceType, labelNodePool),
 		PoolLimit: gauge("karpenter_nodepools_limit", "The NodePool's limits, by resource.", labelResourceType, labelNodePool),
 		PoolCost:  gauge("karpenter_nodepools_cost_total", "List price per hour of the NodePool's launched instances, in USD.", labelNodePool),
+		PoolCostCounted: gauge("karpool_nodepool_cost_per_hour",
+			"What the NodePool's NodeClaims count against its karpool.dev/limit-per-hour, in USD per hour: launched ones at their price, launching ones at their dearest option.", labelNodePool),
+		PoolCostLimit: gauge("karpool_nodepool_cost_limit_per_hour", "The NodePool's karpool.dev/limit-per-hour, in USD per hour.", labelNodePool),
 		SchedulingDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "karpenter_scheduler_scheduling_duration_seconds",
 			Help: "Duration of scheduling simulations, by controller (provisioner, disruption).", Buckets: durationBuckets}, []string{labelController}),
 		UnschedulablePods: gauge("karpenter_scheduler_unschedulable_pods_count",

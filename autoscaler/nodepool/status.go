@@ -37,6 +37,9 @@ type Status struct {
 	// StaticCapacity says whether the StaticCapacity feature gate is on: without it, a static
 	// pool's FieldsHonored condition says its replicas are not kept.
 	StaticCapacity bool
+	// Overlay prices a pool's instance types as provisioning does (the NodeOverlays applied);
+	// nil leaves the cloud provider's prices.
+	Overlay func(context.Context, *karpv1.NodePool, []catalog.InstanceType) []catalog.InstanceType
 }
 
 // NewStatus returns the NodePool status reconciler. provider prices the pool's instances for
@@ -81,15 +84,16 @@ func (s *Status) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 		meta.SetStatusCondition(&np.Status.Conditions, metav1.Condition{Type: karpv1.ConditionTypeNodeClassReady,
 			Status: metav1.ConditionFalse, Reason: "NodeClassNotReady", Message: notReady, ObservedGeneration: gen})
 	}
-	// The API server enforced the CRD's schema and CEL rules on admission; nothing else is
-	// checked at runtime, so an admitted pool is valid.
-	meta.SetStatusCondition(&np.Status.Conditions, metav1.Condition{Type: karpv1.ConditionTypeValidationSucceeded,
-		Status: metav1.ConditionTrue, Reason: "ValidationSucceeded", ObservedGeneration: gen})
+	invalid := validation(np, gen)
 	meta.SetStatusCondition(&np.Status.Conditions, rollout(claims.Items, gen))
 	meta.SetStatusCondition(&np.Status.Conditions, honored(np, gen, s.StaticCapacity))
+	its := s.instanceTypes(ctx, np, class)
+	setCostCondition(np, its, claims.Items, gen)
 	ready := metav1.Condition{Type: karpv1.ConditionTypeReady, Status: metav1.ConditionTrue, Reason: "Ready", ObservedGeneration: gen}
 	if notReady != "" {
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, "NodeClassNotReady", notReady
+	} else if invalid != "" {
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, "ValidationFailed", invalid
 	}
 	meta.SetStatusCondition(&np.Status.Conditions, ready)
 	if !equality.Semantic.DeepEqual(before.Status, np.Status) {
@@ -97,8 +101,20 @@ func (s *Status) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 			return reconcile.Result{}, err
 		}
 	}
-	s.export(ctx, np, class, claims.Items)
+	s.export(np, its, claims.Items)
 	return reconcile.Result{}, nil
+}
+
+// validation sets ValidationSucceeded and returns why the pool is invalid ("" if it is not).
+// The API server enforced the CRD's schema and CEL rules on admission; karpool's own cost
+// limit annotation is checked here, since a limit it cannot read launches nothing.
+func validation(np *karpv1.NodePool, gen int64) string {
+	c := metav1.Condition{Type: karpv1.ConditionTypeValidationSucceeded, Status: metav1.ConditionTrue, Reason: "ValidationSucceeded", ObservedGeneration: gen}
+	if _, _, err := limitPerHour(np); err != nil {
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, "InvalidCostLimit", err.Error()
+	}
+	meta.SetStatusCondition(&np.Status.Conditions, c)
+	return c.Message
 }
 
 // honored is the FieldsHonored condition: the fields karpool does not implement, and a static
@@ -187,7 +203,7 @@ func usage(claims []karpv1.NodeClaim) (corev1.ResourceList, int64) {
 }
 
 // export publishes usage, limits and cost of the pool.
-func (s *Status) export(ctx context.Context, np *karpv1.NodePool, class *awsv1.EC2NodeClass, claims []karpv1.NodeClaim) {
+func (s *Status) export(np *karpv1.NodePool, its []catalog.InstanceType, claims []karpv1.NodeClaim) {
 	if s.metrics == nil {
 		return
 	}
@@ -197,11 +213,16 @@ func (s *Status) export(ctx context.Context, np *karpv1.NodePool, class *awsv1.E
 	for name, q := range np.Spec.Limits {
 		s.metrics.PoolLimit.WithLabelValues(metrics.ResourceType(name), np.Name).Set(metrics.Amount(name, q))
 	}
-	if class == nil || s.provider == nil {
-		return
+	limit, limited, err := limitPerHour(np)
+	if limited && err == nil && its != nil {
+		spend, launching := claimsCost(its, claims)
+		s.metrics.PoolCostLimit.WithLabelValues(np.Name).Set(limit)
+		s.metrics.PoolCostCounted.WithLabelValues(np.Name).Set(spend + launching)
+	} else {
+		s.metrics.PoolCostLimit.DeleteLabelValues(np.Name)
+		s.metrics.PoolCostCounted.DeleteLabelValues(np.Name)
 	}
-	its, err := s.provider.InstanceTypes(ctx, class)
-	if err != nil {
+	if its == nil {
 		return
 	}
 	cost := 0.0
@@ -223,6 +244,8 @@ func (s *Status) forget(pool string) {
 	s.metrics.PoolUsage.DeletePartialMatch(map[string]string{"nodepool": pool})
 	s.metrics.PoolLimit.DeletePartialMatch(map[string]string{"nodepool": pool})
 	s.metrics.PoolCost.DeleteLabelValues(pool)
+	s.metrics.PoolCostCounted.DeleteLabelValues(pool)
+	s.metrics.PoolCostLimit.DeleteLabelValues(pool)
 }
 
 // SetupWithManager watches NodePools, their NodeClaims and the EC2NodeClasses they reference.

@@ -10,6 +10,7 @@ import (
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	"github.com/karpool/karpool/api/karpenter/v1alpha1"
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
+	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/overlay"
 	"github.com/karpool/karpool/autoscaler/scheduling"
 	"github.com/karpool/karpool/autoscaler/state"
@@ -29,6 +30,11 @@ func (p *Provisioner) overlaid(ctx context.Context, pools []scheduling.Pool) []s
 	}
 	out, _ := overlay.Apply(list.Items, pools)
 	return out
+}
+
+// Overlaid prices one pool's instance types as a provisioning round does (for its status).
+func (p *Provisioner) Overlaid(ctx context.Context, np *karpv1.NodePool, its []catalog.InstanceType) []catalog.InstanceType {
+	return p.overlaid(ctx, []scheduling.Pool{{NodePool: np, InstanceTypes: its}})[0].InstanceTypes
 }
 
 // OverlayVerdicts evaluates the cluster's NodeOverlays against the pools as a provisioning

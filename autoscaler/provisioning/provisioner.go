@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/cloud"
 	"github.com/karpool/karpool/autoscaler/metrics"
 	"github.com/karpool/karpool/autoscaler/scheduling"
@@ -364,8 +365,29 @@ func (p *Provisioner) SimulateWithout(c *state.Cluster, pools []scheduling.Pool,
 			}
 		}
 	}
+	in.Options.CostLimitSlack = freedCost(pools, in.Nodes, nodes)
 	in.Nodes = kept
 	return p.solve(in, metrics.ControllerDisruption)
+}
+
+// freedCost is, per NodePool, what the named nodes cost at the offerings they were bought as:
+// what their replacements may spend in a pool at its cost limit (scheduling.Options).
+func freedCost(pools []scheduling.Pool, all []scheduling.ExistingNode, names map[string]bool) map[string]float64 {
+	byPool := map[string][]catalog.InstanceType{}
+	for _, pl := range pools {
+		byPool[pl.NodePool.Name] = pl.InstanceTypes
+	}
+	freed := map[string]float64{}
+	for _, n := range all {
+		if !names[n.Node.Name] {
+			continue
+		}
+		pool := n.Node.Labels[karpv1.LabelNodePool]
+		if o, ok := catalog.OfferingOf(byPool[pool], n.Node.Labels); ok {
+			freed[pool] += o.PricePerHour
+		}
+	}
+	return freed
 }
 
 // solve runs the engine, timed under the controller that asked.

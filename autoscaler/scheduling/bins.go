@@ -3,6 +3,7 @@ package scheduling
 import (
 	"math"
 	"math/bits"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -171,6 +172,11 @@ func (s *binSet) buildExisting() {
 	for _, b := range s.bins {
 		s.treeUpdate(b)
 	}
+	for _, p := range s.pools {
+		if slack := s.in.Options.CostLimitSlack[p.name]; slack > 0 && p.costLimited() {
+			p.costLimit = max(p.costLimit, p.cost+slack)
+		}
+	}
 }
 
 // addExisting adds the bin of an existing node and its bound pods.
@@ -210,6 +216,7 @@ func (s *binSet) addExisting(n *corev1.Node, pods []*corev1.Pod) {
 		capacity, _ := ToResources(n.Status.Capacity)
 		addTo(&p.usage, &capacity, 1)
 		p.nodes++
+		p.cost += s.launchedCost(p, n.Labels, nil)
 	}
 	s.bins = append(s.bins, b)
 	s.existingPods = append(s.existingPods, pods)
@@ -256,9 +263,55 @@ func (s *binSet) addInFlight(nc *karpv1.NodeClaim, pods []*corev1.Pod) {
 		}
 		addTo(&p.usage, &capacity, 1)
 		p.nodes++
+		p.cost += s.launchedCost(p, b.labels, ti)
+		if ti == nil && b.labels[labelInstanceType] == "" {
+			p.cost += s.unlaunchedCost(p, nc)
+		}
 	}
 	s.bins = append(s.bins, b)
 	s.existingPods = append(s.existingPods, pods)
+}
+
+// launchedCost is what a node, or a NodeClaim whose type is known, counts against its pool's
+// cost limit: the price of the offering its labels name (instance type, zone, capacity type,
+// reservation), else the dearest offering of its type (ti, or found by its label), else 0 (a
+// type the pool no longer offers has no price to count).
+func (s *binSet) launchedCost(p *poolState, labels map[string]string, ti *typeInfo) float64 {
+	if !p.costLimited() {
+		return 0
+	}
+	if o, ok := catalog.OfferingOf(s.in.Pools[p.idx].InstanceTypes, labels); ok {
+		return o.PricePerHour
+	}
+	for j := range p.types {
+		if ti == nil && p.types[j].it.Name == labels[labelInstanceType] {
+			ti = &p.types[j]
+		}
+	}
+	if ti == nil {
+		return 0
+	}
+	return ti.worst
+}
+
+// unlaunchedCost is what a NodeClaim that may still become any type of its requirement counts
+// against its pool's cost limit: the dearest offering among the options the pool knows.
+func (s *binSet) unlaunchedCost(p *poolState, nc *karpv1.NodeClaim) float64 {
+	if !p.costLimited() {
+		return 0
+	}
+	worst := 0.0
+	for _, r := range nc.Spec.Requirements {
+		if r.Key != labelInstanceType || r.Operator != corev1.NodeSelectorOpIn {
+			continue
+		}
+		for j := range p.types {
+			if slices.Contains(r.Values, p.types[j].it.Name) {
+				worst = max(worst, p.types[j].worst)
+			}
+		}
+	}
+	return worst
 }
 
 // inFlightLabels are the labels an in-flight NodeClaim's node will have: its own, the

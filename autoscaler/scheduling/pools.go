@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	karpoolv1alpha1 "github.com/karpool/karpool/api/karpool/v1alpha1"
 	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/internal/requirements"
 )
@@ -81,8 +82,9 @@ type typeInfo struct {
 	dsPortIDs []int
 	// zoneByCT holds, per capacity type, the zones with an available offering the pool allows.
 	zoneByCT [numCT]uint32
-	// price is the cheapest available offering the pool allows.
-	price float64
+	// price is the cheapest available offering the pool allows; worst the dearest, which is
+	// what a NodeClaim of this type counts against the pool's cost limit until it launches.
+	price, worst float64
 	// eff is how much of the pool's demand (at LP dual prices) a node of this type carries per
 	// dollar; 1 for the types of the LP optimum.
 	eff float64
@@ -100,7 +102,13 @@ func (t *typeInfo) offers(zones uint32, cts uint8) bool {
 
 // priceIn is the cheapest offering within the masks (+Inf if none).
 func (t *typeInfo) priceIn(zones uint32, cts uint8, zoneIdx map[string]int) float64 {
-	best := math.Inf(1)
+	best, _ := t.priceRange(zones, cts, zoneIdx)
+	return best
+}
+
+// priceRange is the cheapest and the dearest offering within the masks (+Inf and 0 if none).
+func (t *typeInfo) priceRange(zones uint32, cts uint8, zoneIdx map[string]int) (float64, float64) {
+	best, worst := math.Inf(1), 0.0
 	for i := range t.it.Offerings {
 		o := &t.it.Offerings[i]
 		if !o.Available {
@@ -111,9 +119,9 @@ func (t *typeInfo) priceIn(zones uint32, cts uint8, zoneIdx map[string]int) floa
 		if ct < 0 || !ok || cts&(1<<ct) == 0 || zones&(1<<z) == 0 {
 			continue
 		}
-		best = min(best, o.PricePerHour)
+		best, worst = min(best, o.PricePerHour), max(worst, o.PricePerHour)
 	}
-	return best
+	return best, worst
 }
 
 type minValue struct {
@@ -147,6 +155,12 @@ type poolState struct {
 	nodeLimit int64
 	usage     catalog.Resources
 	nodes     int64
+	// costLimit is the karpool.dev/limit-per-hour annotation (+Inf without one); cost what the
+	// pool's nodes and NodeClaims count against it: launched ones at their offering's price,
+	// others at the dearest offering they may launch as (typeInfo.worst), so that no launch
+	// can take the pool past the limit.
+	costLimit float64
+	cost      float64
 	minValues []minValue
 	// invalid explains why the pool can launch nothing.
 	invalid string
@@ -269,7 +283,7 @@ func (p *poolState) zonesOffered() uint32 {
 
 // fitsLimits reports whether one more node of type t stays within the pool's limits.
 func (p *poolState) fitsLimits(t *typeInfo) bool {
-	if p.nodeLimit >= 0 && p.nodes+1 > p.nodeLimit {
+	if p.nodeLimit >= 0 && p.nodes+1 > p.nodeLimit || !p.fitsCost(p.cost+t.worst) {
 		return false
 	}
 	for r := range p.limited {
@@ -317,9 +331,23 @@ func (s *launcher) keepsMinValues(p *poolState, from, to *typeInfo, skip *bin) b
 	return ok
 }
 
+// fitsCost reports whether a pool whose nodes cost this much stays within its cost limit (a
+// tolerance of a millionth of a dollar absorbs the float sums).
+func (p *poolState) fitsCost(cost float64) bool {
+	return cost <= p.costLimit+1e-6
+}
+
+// costLimited reports whether the pool has a cost limit.
+func (p *poolState) costLimited() bool {
+	return !math.IsInf(p.costLimit, 1)
+}
+
 // grows reports whether a node of type to has more of some limited resource than one of type
-// from.
+// from, or counts more against the cost limit.
 func (p *poolState) grows(from, to *typeInfo) bool {
+	if p.costLimited() && to.worst > from.worst {
+		return true
+	}
 	for r := range p.limited {
 		if p.limited[r] && to.it.Capacity[r] > from.it.Capacity[r] {
 			return true
@@ -328,8 +356,12 @@ func (p *poolState) grows(from, to *typeInfo) bool {
 	return false
 }
 
-// hasLimits reports whether some resource of the pool is limited (the node count aside).
+// hasLimits reports whether some resource or the cost of the pool is limited (the node count
+// aside).
 func (p *poolState) hasLimits() bool {
+	if p.costLimited() {
+		return true
+	}
 	for r := range p.limited {
 		if p.limited[r] {
 			return true
@@ -339,6 +371,9 @@ func (p *poolState) hasLimits() bool {
 }
 
 func (p *poolState) fitsLimitsSwap(from, to *typeInfo) bool {
+	if !p.fitsCost(p.cost - from.worst + to.worst) {
+		return false
+	}
 	for r := range p.limited {
 		if p.limited[r] && p.usage[r]-from.it.Capacity[r]+to.it.Capacity[r] > p.limits[r] {
 			return false
@@ -358,12 +393,16 @@ func (p *poolState) limitsReason() string {
 				FormatQuantity(catalog.Resource(r), p.usage[r]), FormatQuantity(catalog.Resource(r), p.limits[r])))
 		}
 	}
+	if p.costLimited() {
+		parts = append(parts, fmt.Sprintf("%s $%.4f/h of $%.4f/h", karpoolv1alpha1.AnnotationLimitPerHour, p.cost, p.costLimit))
+	}
 	return fmt.Sprintf("nodepool %q limits exceeded (%s)", p.name, strings.Join(parts, ", "))
 }
 
 func (p *poolState) commit(t *typeInfo, sign int64) {
 	p.nodes += sign
 	addTo(&p.usage, &t.it.Capacity, sign)
+	p.cost += float64(sign) * t.worst
 }
 
 // isOfferingKey, and the other key classes, decide how a requirement is evaluated against a pool.
@@ -462,7 +501,7 @@ type typeList struct {
 
 func (s *poolSet) buildPool(idx int) *poolState {
 	in := &s.in.Pools[idx]
-	p := &poolState{idx: idx, nodeLimit: -1, fixed: map[string]string{}, typeKeys: s.typeKeysOf(in.InstanceTypes)}
+	p := &poolState{idx: idx, nodeLimit: -1, costLimit: math.Inf(1), fixed: map[string]string{}, typeKeys: s.typeKeysOf(in.InstanceTypes)}
 	np := in.NodePool
 	if np == nil {
 		p.invalid = "nodepool is nil"
@@ -505,6 +544,14 @@ func (s *poolSet) poolTemplate(p *poolState, np *karpv1.NodePool) {
 			p.limited[r] = true
 			p.limits[r] = quantityValue(r, q)
 		}
+	}
+	if v, ok := np.Annotations[karpoolv1alpha1.AnnotationLimitPerHour]; ok {
+		limit, err := karpoolv1alpha1.ParseLimitPerHour(v)
+		if err != nil {
+			// A limit karpool cannot read launches nothing rather than launch without one.
+			p.invalid = fmt.Sprintf("nodepool %q: %v", p.name, err)
+		}
+		p.costLimit = limit
 	}
 }
 
@@ -619,7 +666,7 @@ func (s *poolSet) poolTypes(p *poolState, its []catalog.InstanceType, typeReqs [
 		if ti.zoneByCT == [numCT]uint32{} {
 			continue
 		}
-		ti.price = ti.priceIn(p.zoneMask, p.ctMask, s.zoneIdx)
+		ti.price, ti.worst = ti.priceRange(p.zoneMask, p.ctMask, s.zoneIdx)
 		for _, d := range daemons {
 			if d.compatibleWith(p, it) {
 				addTo(&ti.ds, &d.req, 1)

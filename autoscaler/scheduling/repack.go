@@ -5,9 +5,12 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
+	karpoolv1alpha1 "github.com/karpool/karpool/api/karpool/v1alpha1"
 	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/costbound"
 )
@@ -200,6 +203,9 @@ func (s *repacker) subInput(res *Result, p *poolState, claims []int, added int) 
 		}
 	}
 	pool := s.in.Pools[p.idx]
+	if p.costLimited() {
+		pool.NodePool = withCostLimit(pool.NodePool, s.claimsWorst(res, p, claims))
+	}
 	if len(pool.NodePool.Spec.Limits) > 0 {
 		np := pool.NodePool.DeepCopy()
 		for name := range np.Spec.Limits {
@@ -214,6 +220,32 @@ func (s *repacker) subInput(res *Result, p *poolState, claims []int, added int) 
 	}
 	sub.Pools = []Pool{pool}
 	return sub
+}
+
+// claimsWorst is what the NodeClaims count against their pool's cost limit: each its dearest
+// option's dearest offering in the pool.
+func (s *repacker) claimsWorst(res *Result, p *poolState, claims []int) float64 {
+	worst := map[string]float64{}
+	for i := range p.types {
+		worst[p.types[i].it.Name] = p.types[i].worst
+	}
+	sum := 0.0
+	for _, i := range claims {
+		w := 0.0
+		for _, o := range res.NodeClaims[i].InstanceTypes {
+			w = max(w, worst[o.Type.Name])
+		}
+		sum += w
+	}
+	return sum
+}
+
+// withCostLimit is a copy of the NodePool whose cost limit is v, rounded up to the annotation's
+// precision.
+func withCostLimit(np *karpv1.NodePool, v float64) *karpv1.NodePool {
+	np = np.DeepCopy()
+	np.Annotations[karpoolv1alpha1.AnnotationLimitPerHour] = strconv.FormatFloat(math.Ceil(v*1e6)/1e6, 'f', 6, 64)
+	return np
 }
 
 // limitQuantity is v (in catalog units) as a quantity of resource r.

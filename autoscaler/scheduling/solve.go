@@ -234,6 +234,7 @@ func (s *solver) result() *Result {
 	for i := range claimOf {
 		claimOf[i] = -1
 	}
+	defer s.keepCosts()()
 	for _, b := range s.bins[s.existing:] {
 		if b.dead || len(b.pods) == 0 {
 			continue
@@ -299,12 +300,35 @@ func (s *solver) finalizeBin(b *bin, maxTypes int) NodeClaim {
 	p := s.pools[b.pool]
 	nc := NodeClaim{Pool: p.name, PodRequests: b.used}
 	opts := s.claimOptions(b, p, maxTypes)
+	if p.costLimited() {
+		// The NodeClaim counted as its target; it may launch as any option, so it counts as
+		// the dearest from here on, and the next NodeClaims list options within what is left.
+		worst := 0.0
+		for _, o := range opts {
+			worst = max(worst, p.types[o.t].worst)
+		}
+		p.cost += worst - p.types[b.target].worst
+	}
 	names := s.claimInstanceTypes(&nc, b, p, opts)
 	nc.Taints = p.np.Spec.Template.Spec.Taints
 	nc.StartupTaints = p.np.Spec.Template.Spec.StartupTaints
 	keys := s.claimLabels(&nc, b, p, opts)
 	claimRequirements(&nc, b, p, opts, names, keys)
 	return nc
+}
+
+// keepCosts saves every pool's cost and returns the function that restores it: finalizeBin
+// raises them while the NodeClaims are listed.
+func (s *solver) keepCosts() func() {
+	costs := make([]float64, len(s.pools))
+	for i, p := range s.pools {
+		costs[i] = p.cost
+	}
+	return func() {
+		for i, p := range s.pools {
+			p.cost = costs[i]
+		}
+	}
 }
 
 // claimOptions are the bin's instance type options, cheapest first, the target first among
@@ -331,7 +355,8 @@ func (s *solver) claimOptions(b *bin, p *poolState, maxTypes int) []opt {
 // then by price (order), at most maxTypes; in a pool with limits only those within the limits
 // the others leave.
 func fittingOptions(b *bin, p *poolState, prices []float64, order []int, maxTypes int) []opt {
-	limited := false
+	limited := p.costLimited()
+	allowedCost := p.costLimit - (p.cost - p.types[b.target].worst)
 	var allowed catalog.Resources
 	for r := range p.limited {
 		if p.limited[r] {
@@ -356,7 +381,7 @@ func fittingOptions(b *bin, p *poolState, prices []float64, order []int, maxType
 			// Within the limits the others leave, and not cheaper than the target: that is the
 			// cheapest type bestType found within the limits and the other NodeClaims'
 			// minValues, and the NodeClaim counts against the limits as its cheapest option.
-			ok := prices[i] >= prices[b.target]
+			ok := prices[i] >= prices[b.target] && t.worst <= allowedCost+1e-6
 			for r := range p.limited {
 				if p.limited[r] && t.it.Capacity[r] > allowed[r] {
 					ok = false

@@ -63,6 +63,10 @@ type Options struct {
 	IgnorePreferences bool
 	// MaxInstanceTypes caps the instance types listed per NodeClaim; 0 means 60.
 	MaxInstanceTypes int
+	// CostLimitSlack is, per NodePool, what the nodes a disruption would remove cost ($/h,
+	// their pods being among Pods): their replacements may spend it even where the pool is at or
+	// past its cost limit, so that consolidation can move such a pool toward its limit.
+	CostLimitSlack map[string]float64
 }
 
 // Pool is a NodePool and the instance types it may launch, as the catalog resolved them for its

@@ -14,7 +14,7 @@
 //     bound;
 //   - every new NodeClaim lists 1..60 instance types, cheapest first, each compatible with the
 //     pool and the pods and big enough for the pods plus daemonsets, with consistent prices,
-//     zones and capacity types, minValues met, and the pool limits hold;
+//     zones and capacity types, minValues met, and the pool limits (cost limits too) hold;
 //   - no unschedulable pod fits on any node of the final state or on a fresh node of any pool.
 package schedulingcheck
 
@@ -102,6 +102,8 @@ type node struct {
 	pool     string
 	claim    *scheduling.NodeClaim
 	capacity map[corev1.ResourceName]int64
+	// cost is what the node counts against its pool's cost limit (cost.go).
+	cost float64
 	// ports are the host ports of the pods bound and the daemonsets running there.
 	ports []hostPort
 	// unlaunched: an in-flight NodeClaim whose instance type (so zone and other labels) is not
@@ -315,6 +317,7 @@ func (c *checker) run() {
 	}
 	c.checkClaims()
 	c.checkLimits()
+	c.checkCostLimits()
 	c.checkReservations()
 	c.checkUnschedulable()
 }
@@ -343,6 +346,7 @@ func (c *checker) buildNodes() {
 		if n.pool != "" && en.Node.Labels["karpenter.sh/initialized"] != "true" {
 			n.taints = c.withoutStartupTaints(n.pool, n.taints)
 		}
+		n.cost = c.nodeCost(n, nil)
 		c.addNode(n)
 		for _, p := range en.Pods {
 			if p != nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
@@ -403,6 +407,7 @@ func (c *checker) buildNodes() {
 		if len(n.capacity) == 0 && it != nil {
 			n.capacity = fromCatalog(it.Capacity)
 		}
+		n.cost = c.nodeCost(n, nc)
 		c.addNode(n)
 		for _, p := range fl.Pods {
 			if p != nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
@@ -441,6 +446,7 @@ func (c *checker) buildNodes() {
 		n := &node{name: nc.Name, obj: obj, alloc: fromCatalog(it.Allocatable), used: map[corev1.ResourceName]int64{}, pool: nc.Pool,
 			taints: blocking(taints), claim: nc, capacity: fromCatalog(it.Capacity)}
 		c.addDaemons(n)
+		n.cost = c.nodeCost(n, nil)
 		if _, dup := c.nodes[n.name]; dup {
 			c.fail("nodeclaim name %s collides with another node", n.name)
 			continue
@@ -1470,6 +1476,9 @@ func zoneConstrained(p *corev1.Pod) bool {
 }
 
 func (c *checker) withinLimits(np *karpv1.NodePool, it *catalog.InstanceType) bool {
+	if !c.withinCostLimit(np, it) {
+		return false
+	}
 	if len(np.Spec.Limits) == 0 {
 		return true
 	}
