@@ -99,7 +99,7 @@ func (r *Reconciler) reviewOne(ctx context.Context, obj *v1alpha1.PoolSync, f fo
 	plan, err := review.Make(ctx, review.Input{
 		Base: review.Tree{Revision: base.Revision, Files: base.Files}, Head: review.Tree{Revision: head.Revision, Files: head.Files},
 		Path: obj.Spec.Path, Workload: w, WorkloadSource: "the cluster's workload", Region: r.opts.Region, Reserved: reserved,
-		OverlaysOff: overlaysOff(r.opts.NodeOverlays),
+		OverlaysOff: overlaysOff(r.opts.NodeOverlays), Labels: pr.Labels,
 	})
 	if err != nil {
 		return err
@@ -116,10 +116,8 @@ func (r *Reconciler) reviewOne(ctx context.Context, obj *v1alpha1.PoolSync, f fo
 	if err != nil {
 		return err
 	}
-	st := forge.Status{State: "success", Context: "karpool/plan", Description: forge.Description(plan.Headline()), TargetURL: c.URL}
-	if plan.Failed() {
-		st.State = "failure"
-	}
+	state, why := plan.CommitStatus()
+	st := forge.Status{State: state, Context: "karpool/plan", Description: forge.Description(why), TargetURL: c.URL}
 	if err := f.SetStatus(ctx, head.Commit, st); err != nil {
 		return fmt.Errorf("setting the commit status: %w", err)
 	}

@@ -183,3 +183,37 @@ spec:
 		}
 	}
 }
+
+// TestReviewPolicy: the guardrails file validates with the schema; a rule with two thresholds,
+// or none, is refused at the rule, and an unknown field at the field.
+func TestReviewPolicy(t *testing.T) {
+	const doc = `apiVersion: karpool.dev/v1alpha1
+kind: ReviewPolicy
+metadata: {name: pools}
+spec:
+  overrideLabel: karpool/approve-cost
+  rules:
+%s`
+	for _, c := range []struct{ rules, want string }{
+		{"    - {name: budget, monthlyIncreaseAbove: \"500\"}\n    - {name: drift, nodesReplacedAbove: 10, enforcement: Warn}\n    - {name: limits, limitRemoved: true}\n", ""},
+		{"    - {name: two, monthlyIncreaseAbove: \"500\", nodesReplacedAbove: 3}\n", "exactly one of"},
+		{"    - {name: none, limitRemoved: false}\n", "exactly one of"},
+		{"    - {name: typo, monthlyIncreaseAbov: \"500\"}\n", "monthlyIncreaseAbov"},
+		{"    - {name: dollars, monthlyIncreaseAbove: \"$500\"}\n", "monthlyIncreaseAbove"},
+		{"    - {name: strict, unschedulablePodsAbove: 0, enforcement: Deny}\n", "enforcement"},
+	} {
+		fs, err := schema.ValidateDocuments("policy.yaml", fmt.Appendf(nil, doc, c.rules))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.want == "" {
+			if len(fs) != 0 {
+				t.Errorf("valid policy refused: %v", fs)
+			}
+			continue
+		}
+		if len(fs) == 0 || fs[0].Line != 7 || !strings.Contains(fs[0].String(), c.want) {
+			t.Errorf("%q: findings %v, want one at line 7 mentioning %q", c.rules, fs, c.want)
+		}
+	}
+}

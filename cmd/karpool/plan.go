@@ -32,6 +32,8 @@ type planOptions struct {
 	post, repository, apiURL string
 	pr                       int
 	always                   bool
+	// labels are the pull request's, for the review policy's override label.
+	labels []string
 }
 
 func newPlanCommand() *cobra.Command {
@@ -63,8 +65,15 @@ expand to at most --max-pods pods.
 
 --output markdown is the pull-request comment (docs/reviewing.md: a headline with the monthly delta,
 a Previous | New | Diff table per pool, details with the manifest diff and the assumptions),
-below 65,000 characters. Exit status: 0 planned, 1 the head revision does not build or
-validate (the output says where), 2 usage or I/O error.`,
+below 65,000 characters.
+
+When the base revision holds a review policy (.karpool/policy.yaml, kind ReviewPolicy; see
+docs/cost-governance.md), the plan checks the change against its guardrails — the base's rules,
+never the head's — and shows each rule's result; --label gives the pull request's labels, among
+which the policy's override label lets the change pass.
+
+Exit status: 0 planned, 1 the head revision does not build or validate (the output says
+where), 2 usage or I/O error, 3 a blocking guardrail fails (and no override label).`,
 		Example: `  karpool plan --base main --head HEAD --path pools --workload workload.yaml
   karpool plan --repo https://github.com/acme/pools --base main --head feature/t3-medium --output markdown
   karpool plan --base HEAD~1 --path examples/workshop --workload examples/workshop/workload --output json`,
@@ -92,6 +101,7 @@ validate (the output says where), 2 usage or I/O error.`,
 	f.StringVar(&o.repository, "repository", "", "with --post: OWNER/NAME on the forge (default: read from --repo's URL or its origin remote)")
 	f.StringVar(&o.apiURL, "api-url", "", "with --post: the forge's address (GitHub Enterprise: https://HOST/api/v3; Gitea: https://HOST, default the origin's host)")
 	f.BoolVar(&o.always, "always", false, "with --post: comment even when the change changes nothing")
+	f.StringArrayVar(&o.labels, "label", nil, "a label of the pull request (repeat for each): the review policy's override label lets the change pass its blocking guardrails")
 	return cmd
 }
 
@@ -132,7 +142,7 @@ func runPlan(cmd *cobra.Command, o planOptions) error {
 	in := review.Input{
 		Base: review.Tree{Revision: base.Revision, Files: base.Files},
 		Head: review.Tree{Revision: head.Revision, Files: head.Files},
-		Path: o.path, Region: o.region, MaxPods: o.maxPods,
+		Path: o.path, Region: o.region, MaxPods: o.maxPods, Labels: o.labels,
 	}
 	if o.workload != "" {
 		w, warnings, err := simulate.LoadWorkload(cmd.Context(), o.workload, o.maxPods)
@@ -169,6 +179,10 @@ func runPlan(cmd *cobra.Command, o planOptions) error {
 	}
 	if plan.Failed() {
 		return invalidInput{fmt.Sprintf("the head revision %s does not validate", head.Revision)}
+	}
+	if plan.Blocked() {
+		_, why := plan.CommitStatus()
+		return blockedError{errors.New(why)}
 	}
 	return nil
 }

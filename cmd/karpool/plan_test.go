@@ -196,6 +196,31 @@ func TestPlanExitCodes(t *testing.T) {
 	}
 }
 
+// TestPlanGuardrailExitCode: with a review policy in the base, a change past a blocking rule
+// exits 3 and says which rule; the policy's override label (--label) lets it pass (exit 0).
+func TestPlanGuardrailExitCode(t *testing.T) {
+	dir, repo := overlayRepo(t)
+	commitFiles(t, repo, dir, "policy", map[string]string{".karpool/policy.yaml": `apiVersion: karpool.dev/v1alpha1
+kind: ReviewPolicy
+metadata: {name: pools}
+spec:
+  overrideLabel: karpool/approve-cost
+  rules:
+    - {name: budget, monthlyIncreaseAbove: "50"}
+`})
+	commitFiles(t, repo, dir, "more pods", map[string]string{
+		"prod/inflate.yaml": strings.Replace(readExample(t, "workload/inflate.yaml"), "\n  replicas: 0\n", "\n  replicas: 40\n", 1),
+	})
+	out, err := run("plan", "--repo", dir, "--base", "HEAD~1", "--path", "prod")
+	if err == nil || exitCode(err) != 3 || !strings.Contains(err.Error(), "guardrail budget") || !strings.Contains(out, "blocked: 1 blocking rule fails") {
+		t.Errorf("past the budget: exit %v (%v), output:\n%s", exitCode(err), err, out)
+	}
+	out, err = run("plan", "--repo", dir, "--base", "HEAD~1", "--path", "prod", "--label", "karpool/approve-cost")
+	if err != nil || !strings.Contains(out, "overridden by the label karpool/approve-cost") {
+		t.Errorf("with the override label: %v, output:\n%s", err, out)
+	}
+}
+
 // TestPlanReadsTheStatusSnapshot: --status-branch finds the snapshot of the PoolSync whose
 // path is --path on the status branch and plans it, next to the repository's own workload.
 func TestPlanReadsTheStatusSnapshot(t *testing.T) {

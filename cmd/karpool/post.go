@@ -13,7 +13,7 @@ import (
 )
 
 // postPlan puts the plan on the pull request: the sticky comment, and a commit status on the
-// head commit (failure when the head does not validate).
+// head commit (failure when the head does not validate or a guardrail blocks it).
 func postPlan(cmd *cobra.Command, o planOptions, plan *review.Plan, headSHA string) error {
 	f, err := openForge(cmd, o)
 	if err != nil {
@@ -24,10 +24,8 @@ func postPlan(cmd *cobra.Command, o planOptions, plan *review.Plan, headSHA stri
 	if err != nil {
 		return fmt.Errorf("--post %s: %w", o.post, err)
 	}
-	st := forge.Status{State: "success", Context: "karpool/plan", Description: forge.Description(plan.Headline()), TargetURL: c.URL}
-	if plan.Failed() {
-		st.State = "failure"
-	}
+	state, why := plan.CommitStatus()
+	st := forge.Status{State: state, Context: "karpool/plan", Description: forge.Description(why), TargetURL: c.URL}
 	if err := f.SetStatus(ctx, headSHA, st); err != nil {
 		return fmt.Errorf("--post %s: setting the commit status of %s: %w", o.post, headSHA, err)
 	}

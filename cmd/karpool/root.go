@@ -15,10 +15,17 @@ import (
 // "the input was checked and found wrong").
 type usageError struct{ error }
 
+// blockedError marks a plan that a blocking guardrail of the review policy fails, which exits 3.
+type blockedError struct{ error }
+
 func exitCode(err error) int {
 	var u usageError
 	if errors.As(err, &u) {
 		return 2
+	}
+	var b blockedError
+	if errors.As(err, &b) {
+		return 3
 	}
 	return 1
 }

@@ -13,6 +13,7 @@ import (
 	karpenterv1 "github.com/karpool/karpool/api/karpenter/v1"
 	karpenterv1alpha1 "github.com/karpool/karpool/api/karpenter/v1alpha1"
 	karpenterawsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
+	karpoolv1alpha1 "github.com/karpool/karpool/api/karpool/v1alpha1"
 	"github.com/karpool/karpool/api/scheme"
 	"github.com/karpool/karpool/manifests/build"
 )
@@ -37,6 +38,10 @@ func (Types) Validate(_ context.Context, objs []*build.Object) ([]Finding, error
 	var out []Finding
 	for _, o := range objs {
 		gvk := o.Object.GroupVersionKind()
+		if gvk.Group == karpoolv1alpha1.GroupVersion.Group && gvk.Kind == karpoolv1alpha1.ReviewPolicyKind {
+			out = append(out, at(o, "kind", "types", fmt.Sprintf("a ReviewPolicy is not applied to the cluster: karpool plan reads it from %s at the repository root; move it out of the PoolSync's path", karpoolv1alpha1.ReviewPolicyPath)))
+			continue
+		}
 		served, ours := servedVersions[gvk.Group]
 		if !ours {
 			continue

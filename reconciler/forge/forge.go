@@ -48,6 +48,8 @@ type PullRequest struct {
 	// Fork: the head is in another repository than the base (or the forge no longer says
 	// which), so anyone may have written it.
 	Fork bool
+	// Labels are the pull request's labels (set by people with triage rights).
+	Labels []string
 }
 
 // Outcome says what Post did.

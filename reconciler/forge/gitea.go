@@ -96,6 +96,9 @@ func (g *Gitea) PullRequests(ctx context.Context) ([]PullRequest, error) {
 		}
 		for _, p := range prs {
 			pr := PullRequest{Number: int(p.Index), Fork: true}
+			for _, l := range p.Labels {
+				pr.Labels = append(pr.Labels, l.Name)
+			}
 			if p.Base != nil {
 				pr.BaseRef = p.Base.Ref
 			}

@@ -99,8 +99,12 @@ func (g *GitHub) PullRequests(ctx context.Context) ([]PullRequest, error) {
 		}
 		for _, p := range page {
 			head, base := p.GetHead().GetRepo().GetID(), p.GetBase().GetRepo().GetID()
-			out = append(out, PullRequest{Number: p.GetNumber(), BaseRef: p.GetBase().GetRef(), HeadRef: p.GetHead().GetRef(), HeadSHA: p.GetHead().GetSHA(),
-				Fork: head == 0 || head != base})
+			pr := PullRequest{Number: p.GetNumber(), BaseRef: p.GetBase().GetRef(), HeadRef: p.GetHead().GetRef(), HeadSHA: p.GetHead().GetSHA(),
+				Fork: head == 0 || head != base}
+			for _, l := range p.Labels {
+				pr.Labels = append(pr.Labels, l.GetName())
+			}
+			out = append(out, pr)
 		}
 		if resp.NextPage == 0 {
 			return out, nil

@@ -39,6 +39,7 @@ func (p *Plan) Markdown(version string) string {
 	pg.block(p.Headline() + "\n\n")
 	pg.blockf("Base %s → head %s; %s.\n\n", mdsafe.Code(p.Base.Revision), mdsafe.Code(p.Head.Revision), p.workloadWords(mdsafe.Text))
 	p.errorsSection(&pg)
+	p.guardrailsSection(&pg)
 	p.poolTable(&pg)
 	p.unschedulableSection(&pg)
 	p.fittingSection(&pg)

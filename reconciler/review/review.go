@@ -58,6 +58,9 @@ type Input struct {
 	// OverlaysOff, when set, says why the revisions' NodeOverlays are not applied (the
 	// cluster's NodeOverlay gate is off); empty applies them, as the controller with the gate.
 	OverlaysOff string
+	// Labels are the pull request's labels: the ReviewPolicy's override label among them lets
+	// the change pass the blocking rules it fails.
+	Labels []string
 }
 
 // Plan is the review of a change.
@@ -89,6 +92,9 @@ type Plan struct {
 	// Overlays say which of the head's NodeOverlays the plan does not apply, and why (the
 	// cluster's gate, a conflict, an invalid price), so the plan is not read as if they did.
 	Overlays []string `json:"overlays,omitempty"`
+	// Guardrails is the base revision's ReviewPolicy checked against the change; nil when the
+	// base has none.
+	Guardrails *Guardrails `json:"guardrails,omitempty"`
 }
 
 // Unhonored is a field of an object that karpool accepts and does not act on.
@@ -214,6 +220,7 @@ func Make(ctx context.Context, in Input) (*Plan, error) {
 			return nil, err
 		}
 	}
+	p.Guardrails = guardrails(in, p)
 	return p, nil
 }
 

@@ -92,6 +92,7 @@ func (p *Plan) text() string {
 			}
 		}
 	}
+	p.guardrailsText(&b)
 	if len(p.Unhonored) > 0 {
 		fmt.Fprintf(&b, "\nNot done by karpool, accepted with %s:\n", unimplemented.OptOutAnnotation)
 		for _, u := range p.Unhonored {
