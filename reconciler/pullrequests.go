@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,7 +33,7 @@ const forgeTokenKey = "token"
 
 // reviewPullRequests plans every open pull request that changes spec.path, against the
 // cluster's workload as the status report snapshots it, and posts the plan as the pull
-// request's sticky comment with a commit status, once per head commit. Like status commits, it
+// request's sticky comment with a commit status, once per head commit and set of labels. Like status commits, it
 // never fails the reconciliation.
 func (r *Reconciler) reviewPullRequests(ctx context.Context, obj *v1alpha1.PoolSync) {
 	if obj.Spec.Report == nil || obj.Spec.Report.PullRequests == nil {
@@ -50,7 +51,7 @@ func (r *Reconciler) reviewPullRequests(ctx context.Context, obj *v1alpha1.PoolS
 	}
 	var workload *simulate.Workload
 	for _, pr := range prs {
-		if r.reviewed(obj.Name, pr.Number, pr.HeadSHA) {
+		if r.reviewed(obj.Name, pr.Number, reviewKey(pr)) {
 			continue
 		}
 		if touches, err := touchesPath(ctx, f, pr.Number, obj.Spec.Path); err != nil || !touches {
@@ -69,8 +70,15 @@ func (r *Reconciler) reviewPullRequests(ctx context.Context, obj *v1alpha1.PoolS
 			r.event(obj, corev1.EventTypeWarning, PullRequestFailedReason, "pull request %d: %v", pr.Number, err)
 			continue
 		}
-		r.markReviewed(obj.Name, pr.Number, pr.HeadSHA)
+		r.markReviewed(obj.Name, pr.Number, reviewKey(pr))
 	}
+}
+
+// reviewKey is what a review depends on besides the base: the head commit, and the labels (the
+// review policy's override label turns a blocked plan green without a new commit).
+func reviewKey(pr forge.PullRequest) string {
+	labels := slices.Sorted(slices.Values(pr.Labels))
+	return pr.HeadSHA + " " + strings.Join(labels, ",")
 }
 
 // reviewOne plans one pull request and posts the plan.

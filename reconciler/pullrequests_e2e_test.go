@@ -63,46 +63,12 @@ func TestPullRequestsArePlanned(t *testing.T) {
 	pr := srv.OpenPullRequest("pools", "bigger", "main", "bigger nodes")
 
 	// The cluster's workload: four pods for the seed's pool, Pending (no node has its label).
-	ctx := context.Background()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "pr-workload"}}
-	if err := h.c.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = h.c.Delete(context.Background(), ns) })
-	replicas := int32(4)
-	labels := map[string]string{"app": "web"}
-	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns.Name},
-		Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
-				NodeSelector: map[string]string{"intent": "apps"},
-				Containers: []corev1.Container{{Name: "web", Image: "example.com/web", Resources: corev1.ResourceRequirements{
-					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("512Mi")}}}},
-			}}}}
-	if err := h.c.Create(ctx, dep); err != nil {
-		t.Fatal(err)
-	}
-	h.waitFor(time.Minute, "the Deployment's 4 pods", func() (bool, string) {
-		var pods corev1.PodList
-		if err := h.c.List(ctx, &pods); err != nil {
-			return false, err.Error()
-		}
-		n := 0
-		for _, p := range pods.Items {
-			if p.Namespace == ns.Name {
-				n++
-			}
-		}
-		return n == 4, fmt.Sprintf("%d pods", n)
-	})
+	h.webWorkload("pr-workload", 4)
 
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gitea-token", Namespace: secretNamespace}, StringData: map[string]string{"token": srv.Token}}
-	if err := h.c.Create(ctx, secret); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = h.c.Delete(context.Background(), secret) })
+	secret := h.giteaToken(srv)
 	h.poolSync("reviewed", clone, "pools", func(ps *v1alpha1.PoolSync) {
 		ps.Spec.Report = &v1alpha1.ReportSpec{PullRequests: &v1alpha1.PullRequestSpec{
-			Provider: "gitea", APIURL: srv.URL, SecretRef: fluxmeta.LocalObjectReference{Name: secret.Name}}}
+			Provider: "gitea", APIURL: srv.URL, SecretRef: fluxmeta.LocalObjectReference{Name: secret}}}
 		ps.Spec.AWS = &v1alpha1.AWSSpec{Region: aws.Region(), ClusterName: "demo", Mode: v1alpha1.AWSModePlan}
 	})
 
@@ -149,4 +115,52 @@ func TestPullRequestsArePlanned(t *testing.T) {
 	if !strings.Contains(fromFork.Body, "not planned for a pull request from a fork") || strings.Contains(fromFork.Body, "+ SQS queue demo") {
 		t.Errorf("the fork's comment plans the account:\n%s", fromFork.Body)
 	}
+}
+
+// webWorkload runs n pods of 500m and 512Mi for seed 002's pool (node selector intent: apps) in
+// a namespace of that name, and waits until they exist (Pending: no node has the label).
+func (h *harness) webWorkload(namespace string, n int32) {
+	h.t.Helper()
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
+	if err := h.c.Create(ctx, ns); err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { _ = h.c.Delete(context.Background(), ns) })
+	labels := map[string]string{"app": "web"}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns.Name},
+		Spec: appsv1.DeploymentSpec{Replicas: &n, Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+				NodeSelector: map[string]string{"intent": "apps"},
+				Containers: []corev1.Container{{Name: "web", Image: "example.com/web", Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("512Mi")}}}},
+			}}}}
+	if err := h.c.Create(ctx, dep); err != nil {
+		h.t.Fatal(err)
+	}
+	h.waitFor(time.Minute, fmt.Sprintf("the Deployment's %d pods", n), func() (bool, string) {
+		var pods corev1.PodList
+		if err := h.c.List(ctx, &pods); err != nil {
+			return false, err.Error()
+		}
+		found := 0
+		for _, p := range pods.Items {
+			if p.Namespace == ns.Name {
+				found++
+			}
+		}
+		return found == int(n), fmt.Sprintf("%d pods", found)
+	})
+}
+
+// giteaToken stores the Gitea server's token in a Secret for spec.report.pullRequests and
+// returns its name.
+func (h *harness) giteaToken(srv *giteatest.Server) string {
+	h.t.Helper()
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gitea-token", Namespace: secretNamespace}, StringData: map[string]string{"token": srv.Token}}
+	if err := h.c.Create(context.Background(), secret); err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { _ = h.c.Delete(context.Background(), secret) })
+	return secret.Name
 }

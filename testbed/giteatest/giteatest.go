@@ -281,6 +281,16 @@ func (s *Server) OpenPullRequest(repo, head, base, title string) int {
 	return pr.Number
 }
 
+// Label puts a label on a pull request, creating it in the repository first.
+func (s *Server) Label(repo string, pr int, name string) {
+	s.t.Helper()
+	var label struct {
+		ID int64 `json:"id"`
+	}
+	s.API(http.MethodPost, "/repos/"+s.User+"/"+repo+"/labels", map[string]any{"name": name, "color": "#e11d21"}, &label)
+	s.API(http.MethodPost, fmt.Sprintf("/repos/%s/%s/issues/%d/labels", s.User, repo, pr), map[string]any{"labels": []int64{label.ID}}, nil)
+}
+
 // waitBranch waits until Gitea lists a branch just pushed: it records pushes asynchronously,
 // and a pull request from a branch it has not recorded yet is refused with 404.
 func (s *Server) waitBranch(owner, repo, branch string) {
