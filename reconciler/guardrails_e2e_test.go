@@ -34,16 +34,7 @@ func TestPullRequestGuardrails(t *testing.T) {
 	h := startController(t)
 	srv := giteatest.Start(t)
 	clone := srv.CreateRepo("pools")
-	work := t.TempDir()
-	write := func(name, content string) {
-		p := filepath.Join(work, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	repo := gittest.NewRepo(t, t.TempDir(), "pools")
 	seed := func(name string) string {
 		data, err := os.ReadFile(filepath.Join("..", "examples", "seeds", "002-hpa-terraform", name))
 		if err != nil {
@@ -52,20 +43,18 @@ func TestPullRequestGuardrails(t *testing.T) {
 		return string(data)
 	}
 	nodePool := seed("nodepool.yaml")
-	gittest.Git(t, work, "init", "-q", "-b", "main")
-	write("pools/nodepool.yaml", nodePool)
-	write("pools/ec2nodeclass.yaml", seed("ec2nodeclass.yaml"))
-	write(".karpool/policy.yaml", budgetPolicy)
-	gittest.Git(t, work, "add", "-A")
-	gittest.Git(t, work, "commit", "-q", "-m", "seed 002 pools and a review policy")
-	gittest.Git(t, work, "remote", "add", "origin", srv.PushURL(clone))
-	gittest.Git(t, work, "push", "-q", "origin", "main")
+	repo.Write("pools/nodepool.yaml", nodePool)
+	repo.Write("pools/ec2nodeclass.yaml", seed("ec2nodeclass.yaml"))
+	repo.Write(".karpool/policy.yaml", budgetPolicy)
+	repo.CommitLocal("seed 002 pools and a review policy")
+	push := srv.PushURL(clone)
+	gittest.Git(t, repo.Work, "push", "-q", push, "main")
 	branch := func(name, pool string) (int, string) {
-		gittest.Git(t, work, "checkout", "-q", "-b", name, "main")
-		write("pools/nodepool.yaml", pool)
-		gittest.Git(t, work, "commit", "-q", "-am", name)
-		gittest.Git(t, work, "push", "-q", "origin", name)
-		return srv.OpenPullRequest("pools", name, "main", name), gittest.Git(t, work, "rev-parse", "HEAD")
+		gittest.Git(t, repo.Work, "checkout", "-q", "-b", name, "main")
+		repo.Write("pools/nodepool.yaml", pool)
+		sha := repo.CommitLocal(name)
+		gittest.Git(t, repo.Work, "push", "-q", push, name)
+		return srv.OpenPullRequest("pools", name, "main", name), sha
 	}
 	bigger, biggerSHA := branch("bigger", strings.Replace(nodePool, `values: ["t3.small"]`, `values: ["m5.2xlarge"]`, 1))
 	unlimited, unlimitedSHA := branch("unlimited", strings.Replace(nodePool, "  limits:\n    cpu: 20\n    memory: 40Gi\n", "", 1))

@@ -66,13 +66,19 @@ func TestCostLimitStopsProvisioning(t *testing.T) {
 	}
 }
 
-func TestCostLimitCountsNodesAndInFlightClaims(t *testing.T) {
-	// An m5.xlarge node on-demand in zone-a: $0.192/h of the $0.30/h.
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "old", Labels: map[string]string{
+// fullNode is an on-demand node of pool "capped" in zone-a with no room left.
+func fullNode(name, instanceType string) *corev1.Node {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
 		"karpenter.sh/nodepool": "capped", "topology.kubernetes.io/zone": "zone-a",
-		"node.kubernetes.io/instance-type": "m5.xlarge", "karpenter.sh/capacity-type": "on-demand"}}}
+		"node.kubernetes.io/instance-type": instanceType, "karpenter.sh/capacity-type": "on-demand"}}}
 	full := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("0"), corev1.ResourceMemory: resource.MustParse("0"), corev1.ResourcePods: resource.MustParse("0")}
 	node.Status.Capacity, node.Status.Allocatable = full, full
+	return node
+}
+
+func TestCostLimitCountsNodesAndInFlightClaims(t *testing.T) {
+	// An m5.xlarge node on-demand in zone-a: $0.192/h of the $0.30/h.
+	node := fullNode("old", "m5.xlarge")
 	in := &scheduling.Input{Pods: pods("p", 2, "1500m", "1Gi"), Pools: []scheduling.Pool{pool("capped", costLimited("0.30"))},
 		Nodes: []scheduling.ExistingNode{{Node: node}}}
 	res := solve(t, in)
@@ -139,11 +145,7 @@ func TestCostLimitHoldsForAThousandPods(t *testing.T) {
 // A pool past its limit (lowered after its nodes launched) may still replace a node by a
 // cheaper one: the disruption frees the node's cost for its replacement (CostLimitSlack).
 func TestCostLimitSlackLetsConsolidationMoveTowardTheLimit(t *testing.T) {
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "stays", Labels: map[string]string{
-		"karpenter.sh/nodepool": "capped", "topology.kubernetes.io/zone": "zone-a",
-		"node.kubernetes.io/instance-type": "m5.2xlarge", "karpenter.sh/capacity-type": "on-demand"}}}
-	full := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("0"), corev1.ResourceMemory: resource.MustParse("0"), corev1.ResourcePods: resource.MustParse("0")}
-	node.Status.Capacity, node.Status.Allocatable = full, full
+	node := fullNode("stays", "m5.2xlarge")
 	// The pod of the m5.xlarge ($0.192/h) being consolidated; the pool may spend $0.30/h and its
 	// other node alone costs $0.384/h.
 	in := &scheduling.Input{Pods: pods("moved", 1, "1", "1Gi"), Pools: []scheduling.Pool{pool("capped", costLimited("0.30"))},
