@@ -40,9 +40,10 @@ spec:
 `
 
 // TestCostLimitFromGit: a pool whose karpool.dev/limit-per-hour comes from Git stops launching
-// at it — at no moment do its NodeClaims, launched or still launching, add up to more — and the
-// pods left over are Pending with an event naming the limit; the pool's status shows the spend
-// against it. A higher limit pushed to Git lets them all run.
+// at it with 1,000 pods pending in one batch — at no moment do its NodeClaims, launched or still
+// launching, add up to more — and the pods left over are Pending with an event naming the
+// limit; the pool's status shows the spend against it. A higher limit pushed to Git lets them
+// all run.
 func TestCostLimitFromGit(t *testing.T) {
 	h := newHarness(t)
 	h.startController()
@@ -62,9 +63,10 @@ func TestCostLimitFromGit(t *testing.T) {
 	t.Cleanup(func() { _ = h.c.Delete(context.Background(), ps) })
 	h.waitApplied(ps.Name, first)
 
-	// Two pods per node: twelve need six nodes, about $0.56/h.
+	// 1,000 pods in one batch, 19 to a node (100m each of c5.large's 1,930m): about 53 nodes,
+	// $4.60/h, where $0.30/h buys three.
 	ns := h.namespace("costlimit")
-	h.apply(ns, writeManifest(t, "inflate.yaml", deployment("inflate", 12, "900m", "128Mi", "type: karpenter")))
+	h.apply(ns, writeManifest(t, "inflate.yaml", deployment("inflate", 1000, "100m", "64Mi", "type: karpenter")))
 	price := h.claimCost(t)
 	h.eventually("pods held by the cost limit", 3*time.Minute, func() error {
 		if cost := price(); cost > 0.30+1e-6 {
@@ -86,15 +88,15 @@ func TestCostLimitFromGit(t *testing.T) {
 		case <-time.After(time.Second):
 		}
 	}
-	if n := h.runningPodsNow(ns, "inflate"); n == 0 || n == 12 {
-		t.Fatalf("%d of 12 pods running under the $0.30/h limit; want some, not all", n)
+	if n := h.runningPodsNow(ns, "inflate"); n == 0 || n > 3*19 {
+		t.Fatalf("%d of 1,000 pods running under the $0.30/h limit; want some, at most three nodes' worth", n)
 	}
 
-	repo.Write("pools/nodepool.yaml", fmt.Sprintf(cappedPool, "1.00"))
-	h.waitApplied(ps.Name, repo.Commit("capped pool at $1.00/h"))
-	h.runningPods(ns, "inflate", 12, 3*time.Minute)
-	if cost := price(); cost > 1.00+1e-6 {
-		t.Fatalf("the pool's NodeClaims may cost $%.4f/h, past its $1.00/h limit", cost)
+	repo.Write("pools/nodepool.yaml", fmt.Sprintf(cappedPool, "10.00"))
+	h.waitApplied(ps.Name, repo.Commit("capped pool at $10.00/h"))
+	h.runningPods(ns, "inflate", 1000, 5*time.Minute)
+	if cost := price(); cost > 10.00+1e-6 {
+		t.Fatalf("the pool's NodeClaims may cost $%.4f/h, past its $10.00/h limit", cost)
 	}
 }
 
