@@ -217,3 +217,30 @@ spec:
 		}
 	}
 }
+
+// TestFleet: the fleet file validates; duplicate cluster names, a workload from two places and
+// poolSync without statusBranch are refused.
+func TestFleet(t *testing.T) {
+	const doc = "apiVersion: karpool.dev/v1alpha1\nkind: Fleet\nmetadata: {name: shop}\nspec:\n  clusters:\n%s"
+	for _, c := range []struct{ clusters, want string }{
+		{"    - {name: prod-eu, path: clusters/prod-eu, region: us-east-1, workload: prod.yaml}\n    - {name: staging, path: clusters/staging, statusBranch: karpool-status, poolSync: staging}\n", ""},
+		{"    - {name: a, path: x}\n    - {name: a, path: y}\n", "unique names"},
+		{"    - {name: a, path: x, workload: w.yaml, statusBranch: s}\n", "not both"},
+		{"    - {name: a, path: x, poolSync: p}\n", "set statusBranch too"},
+		{"    - {name: A_B, path: x}\n", "DNS subdomain"},
+	} {
+		fs, err := schema.ValidateDocuments("fleet.yaml", fmt.Appendf(nil, doc, c.clusters))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.want == "" {
+			if len(fs) != 0 {
+				t.Errorf("valid fleet refused: %v", fs)
+			}
+			continue
+		}
+		if len(fs) == 0 || !strings.Contains(fs[0].String(), c.want) {
+			t.Errorf("%q: findings %v, want one mentioning %q", c.clusters, fs, c.want)
+		}
+	}
+}

@@ -47,6 +47,7 @@ var definitions = []struct{ APIVersion, Kind, Definition string }{
 	{"karpenter.k8s.aws/v1", "EC2NodeClass", "#EC2NodeClass"},
 	{"karpool.dev/v1alpha1", "PoolSync", "#PoolSync"},
 	{"karpool.dev/v1alpha1", "ReviewPolicy", "#ReviewPolicy"},
+	{"karpool.dev/v1alpha1", "Fleet", "#Fleet"},
 }
 
 // Retired maps API versions that Karpenter v1 no longer serves to the version replacing them.

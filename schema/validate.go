@@ -98,7 +98,7 @@ func (res *Result) add(d *manifests.Document, fs Findings, checked bool) {
 // ourKinds are the kinds of the API groups karpool knows, in any version: a document of one of
 // these kinds is never skipped silently.
 var ourKinds = map[string]bool{
-	"NodePool": true, "NodeClaim": true, "NodeOverlay": true, "EC2NodeClass": true, "PoolSync": true, "ReviewPolicy": true,
+	"NodePool": true, "NodeClaim": true, "NodeOverlay": true, "EC2NodeClass": true, "PoolSync": true, "ReviewPolicy": true, "Fleet": true,
 	"Provisioner": true, "AWSNodeTemplate": true, "Machine": true,
 }
 

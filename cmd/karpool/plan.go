@@ -34,6 +34,8 @@ type planOptions struct {
 	always                   bool
 	// labels are the pull request's, for the review policy's override label.
 	labels []string
+	// fleet is a Fleet file: plan every cluster it lists.
+	fleet string
 }
 
 func newPlanCommand() *cobra.Command {
@@ -72,6 +74,11 @@ docs/cost-governance.md), the plan checks the change against its guardrails — 
 never the head's — and shows each rule's result; --label gives the pull request's labels, among
 which the policy's override label lets the change pass.
 
+With --fleet FILE (kind Fleet: each cluster's name, path, region and workload file or status
+branch), the change is planned for every cluster in one report: a summary row per cluster it
+touches, the others listed as unchanged, then each touched cluster's plan; --post writes one
+comment and a commit status per cluster ("karpool/plan: NAME").
+
 Exit status: 0 planned, 1 the head revision does not build or validate (the output says
 where), 2 usage or I/O error, 3 a blocking guardrail fails (and no override label).`,
 		Example: `  karpool plan --base main --head HEAD --path pools --workload workload.yaml
@@ -101,6 +108,7 @@ where), 2 usage or I/O error, 3 a blocking guardrail fails (and no override labe
 	f.StringVar(&o.repository, "repository", "", "with --post: OWNER/NAME on the forge (default: read from --repo's URL or its origin remote)")
 	f.StringVar(&o.apiURL, "api-url", "", "with --post: the forge's address (GitHub Enterprise: https://HOST/api/v3; Gitea: https://HOST, default the origin's host)")
 	f.BoolVar(&o.always, "always", false, "with --post: comment even when the change changes nothing")
+	f.StringVar(&o.fleet, "fleet", "", "a Fleet file (kind Fleet): plan the change for every cluster it lists, in one report and one comment with a commit status per cluster")
 	f.StringArrayVar(&o.labels, "label", nil, "a label of the pull request (repeat for each): the review policy's override label lets the change pass its blocking guardrails")
 	return cmd
 }
@@ -125,11 +133,16 @@ func (o planOptions) check() error {
 		return errors.New("--post needs --pr N, the pull request's number")
 	case o.post == "" && (o.pr != 0 || o.always || o.repository != "" || o.apiURL != ""):
 		return errors.New("--pr, --always, --repository and --api-url go with --post")
+	case o.fleet != "" && (o.path != "." || o.workload != "" || o.statusBranch != "" || o.region != "us-east-1"):
+		return errors.New("--fleet gives each cluster its path, region and workload: drop --path, --workload, --status-branch and --region")
 	}
 	return nil
 }
 
 func runPlan(cmd *cobra.Command, o planOptions) error {
+	if o.fleet != "" {
+		return runFleetPlan(cmd, o)
+	}
 	// Not finding the repository or a revision is an I/O error (exit 2), like vet's.
 	base, err := readRevision(cmd, o.repo, o.base)
 	if err != nil {

@@ -221,6 +221,44 @@ spec:
 	}
 }
 
+// TestPlanFleet: a Fleet file of two clusters (overlays of one base): a change to the base
+// plans both, a change to one overlay plans it and says the other is unchanged; a fleet file
+// that does not validate is refused at its line.
+func TestPlanFleet(t *testing.T) {
+	dir, repo := overlayRepo(t)
+	inflate := strings.Replace(readExample(t, "workload/inflate.yaml"), "\n  replicas: 0\n", "\n  replicas: 5\n", 1)
+	commitFiles(t, repo, dir, "staging", map[string]string{"staging/kustomization.yaml": "resources: [../base, inflate.yaml]\n", "staging/inflate.yaml": inflate})
+	fleetFile := filepath.Join(t.TempDir(), "fleet.yaml")
+	writeFile(t, fleetFile, `apiVersion: karpool.dev/v1alpha1
+kind: Fleet
+metadata: {name: shop}
+spec:
+  clusters:
+    - {name: prod, path: prod}
+    - {name: staging, path: staging}
+`)
+	commitFiles(t, repo, dir, "bigger limit in prod", map[string]string{"prod/kustomization.yaml": `resources: [../base, inflate.yaml]
+patches:
+  - target: {kind: NodePool, name: default}
+    patch: |
+      - op: replace
+        path: /spec/template/spec/requirements/0/values
+        value: [c5.2xlarge]
+`})
+	out, err := run("plan", "--repo", dir, "--base", "HEAD~1", "--fleet", fleetFile)
+	if err != nil || !strings.Contains(out, "fleet plan of 2 clusters (1 changed)") || !strings.Contains(out, "staging: unchanged") || !strings.Contains(out, "prod: Estimated node cost") {
+		t.Errorf("a change to prod's overlay: %v\n%s", err, out)
+	}
+	md, err := run("plan", "--repo", dir, "--base", "HEAD~1", "--fleet", fleetFile, "--output", "markdown")
+	if err != nil || !strings.Contains(md, "| prod |") || !strings.Contains(md, "Unchanged (1): `staging`.") {
+		t.Errorf("markdown: %v\n%s", err, md)
+	}
+	writeFile(t, fleetFile, "apiVersion: karpool.dev/v1alpha1\nkind: Fleet\nmetadata: {name: shop}\nspec:\n  clusters:\n    - {name: prod, path: prod, workload: a.yaml, statusBranch: status}\n")
+	if out, err := run("plan", "--repo", dir, "--base", "HEAD~1", "--fleet", fleetFile); err == nil || exitCode(err) != 1 || !strings.Contains(err.Error()+out, "fleet.yaml:6:") {
+		t.Errorf("an invalid fleet file: exit %d (%v)\n%s", exitCode(err), err, out)
+	}
+}
+
 // TestPlanReadsTheStatusSnapshot: --status-branch finds the snapshot of the PoolSync whose
 // path is --path on the status branch and plans it, next to the repository's own workload.
 func TestPlanReadsTheStatusSnapshot(t *testing.T) {

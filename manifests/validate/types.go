@@ -42,6 +42,10 @@ func (Types) Validate(_ context.Context, objs []*build.Object) ([]Finding, error
 			out = append(out, at(o, "kind", "types", fmt.Sprintf("a ReviewPolicy is not applied to the cluster: karpool plan reads it from %s at the repository root; move it out of the PoolSync's path", karpoolv1alpha1.ReviewPolicyPath)))
 			continue
 		}
+		if gvk.Group == karpoolv1alpha1.GroupVersion.Group && gvk.Kind == karpoolv1alpha1.FleetKind {
+			out = append(out, at(o, "kind", "types", "a Fleet is not applied to the cluster: karpool plan --fleet reads it; move it out of the PoolSync's path"))
+			continue
+		}
 		served, ours := servedVersions[gvk.Group]
 		if !ours {
 			continue

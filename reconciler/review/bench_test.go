@@ -110,3 +110,31 @@ func BenchmarkPlan1000Pools500Classes(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFleet20Clusters: `karpool plan --fleet` of a change to the shared base of 20
+// clusters (overlays of one base of 50 NodePools), each with its own snapshot of 1,000 to
+// 10,000 pods, into one comment (issue target: under 30 s and 2 GB).
+func BenchmarkFleet20Clusters(b *testing.B) {
+	fleetFiles := func(changed string) map[string]string {
+		files := bigRepo(50, changed)
+		files["pools/kustomization.yaml"] = "resources: [nodeclass.yaml, nodepools.yaml]\n"
+		for i := 0; i < 20; i++ {
+			files[fmt.Sprintf("clusters/c%02d/kustomization.yaml", i)] = "resources: [../../pools]\n"
+		}
+		return files
+	}
+	base, head := tree("base", fleetFiles("")), tree("head", fleetFiles("c5.large, c5.xlarge"))
+	in := FleetInput{Base: base, Head: head, Now: time.Now()}
+	for i := 0; i < 20; i++ {
+		pods := 1000 + i*9000/19
+		in.Clusters = append(in.Clusters, Cluster{Name: fmt.Sprintf("c%02d", i), Path: fmt.Sprintf("clusters/c%02d", i), Workload: bigWorkload(b, pods, 50)})
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		fp := MakeFleet(context.Background(), in)
+		md := fp.Markdown("bench", "bench")
+		if fp.Failed() || fp.Changed() != 20 || len(md) > MaxComment {
+			b.Fatalf("failed %v, %d changed, comment of %d characters", fp.Failed(), fp.Changed(), len(md))
+		}
+	}
+}

@@ -38,22 +38,28 @@ func (p *Plan) Markdown(version string) string {
 	pg.blockf("### karpool plan for %s\n\n", mdsafe.Code(cleanPath(p.Path)))
 	pg.block(p.Headline() + "\n\n")
 	pg.blockf("Base %s → head %s; %s.\n\n", mdsafe.Code(p.Base.Revision), mdsafe.Code(p.Head.Revision), p.workloadWords(mdsafe.Text))
-	p.errorsSection(&pg)
-	p.guardrailsSection(&pg)
-	p.poolTable(&pg)
-	p.unschedulableSection(&pg)
-	p.fittingSection(&pg)
-	p.replacedSection(&pg)
-	p.worstCaseSection(&pg)
-	p.awsSection(&pg)
-	p.unhonoredSection(&pg)
-	p.overlaysSection(&pg)
+	p.sections(&pg)
 	tail := p.assumptions(version)
 	room := MaxComment - len(tail)
 	if pg.size > room {
 		return pg.upTo(room-len(cutNote)) + cutNote + tail
 	}
 	return pg.upTo(room) + p.diffSection(room-pg.size) + tail
+}
+
+// sections are the plan's sections after its headline, the manifest diff aside: a fleet's
+// comment shows them per cluster.
+func (p *Plan) sections(pg *page) {
+	p.errorsSection(pg)
+	p.guardrailsSection(pg)
+	p.poolTable(pg)
+	p.unschedulableSection(pg)
+	p.fittingSection(pg)
+	p.replacedSection(pg)
+	p.worstCaseSection(pg)
+	p.awsSection(pg)
+	p.unhonoredSection(pg)
+	p.overlaysSection(pg)
 }
 
 // cutNote ends the sections kept when they do not all fit in a comment.

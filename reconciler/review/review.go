@@ -149,6 +149,7 @@ type Side struct {
 	Pods     int                `json:"pods"`
 	PerHour  float64            `json:"perHour"`
 
+	planned  bool
 	objs     []*build.Object
 	report   *simulate.Report
 	pools    *simulate.Pools
@@ -156,7 +157,7 @@ type Side struct {
 }
 
 // Planned says whether the revision was planned (built, valid and simulated).
-func (s *Side) Planned() bool { return s.report != nil }
+func (s *Side) Planned() bool { return s.planned }
 
 // PoolChange is one NodePool in both revisions; Base or Head is nil where it is absent (or
 // the revision was not planned).
@@ -269,7 +270,7 @@ func side(ctx context.Context, in Input, t Tree) (*Side, error) {
 	if s.report, err = simulate.Solve(s.pools, w, in.Region); err != nil {
 		return nil, err
 	}
-	s.Pods, s.PerHour, s.workload = w.Pods(), s.report.TotalPerHour, w
+	s.Pods, s.PerHour, s.workload, s.planned = w.Pods(), s.report.TotalPerHour, w, true
 	return s, nil
 }
 

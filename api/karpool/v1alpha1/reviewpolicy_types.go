@@ -14,12 +14,12 @@ const ReviewPolicyPath = ".karpool/policy.yaml"
 type ReviewPolicy struct {
 	APIVersion string           `json:"apiVersion"`
 	Kind       string           `json:"kind"`
-	Metadata   PolicyMetadata   `json:"metadata"`
+	Metadata   FileMetadata   `json:"metadata"`
 	Spec       ReviewPolicySpec `json:"spec"`
 }
 
-// PolicyMetadata names the policy.
-type PolicyMetadata struct {
+// FileMetadata names a file of karpool's own kinds (ReviewPolicy, Fleet).
+type FileMetadata struct {
 	Name string `json:"name"`
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
