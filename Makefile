@@ -48,16 +48,16 @@ verify-generate: generate
 	@untracked=$$(git ls-files --others --exclude-standard -- api config charts/karpool/crds); if [ -n "$$untracked" ]; then echo "untracked generated files: $$untracked"; exit 1; fi
 
 ## test: every test, unit and end-to-end, on the real local control plane, and brief fuzzing
-# go vet runs first, alone on both cores: it compiles every package once, where four lanes
-# started together on a cold cache would each compile the same packages at once. Then four lanes
-# share the cores. The packages whose tests start a control plane or Gitea mostly wait on the
-# cluster, so they run in two lanes, each with its own control plane: internal/operator's tests
-# (the longest package) in one, the other end-to-end packages one after the other in the second.
-# The cores' spare time goes to the other packages' tests, to `make fuzz` (whose cost is
-# compiling instrumented packages) and to the tools only a few tests need: helm (for
+# go vet runs first, alone on both cores: it compiles every package once, where the lanes
+# started together on a cold cache would each compile the same packages at once. Then three
+# lanes share the cores. The packages whose tests start a control plane or Gitea mostly wait on
+# the cluster, so they run in two lanes, each with its own control plane: internal/operator's
+# tests (the longest package) in one, the other end-to-end packages one after the other in the
+# second. The third runs the other packages' tests, then `make fuzz` (whose cost is compiling
+# instrumented packages); the tools only a few tests need are built beside them: helm (for
 # internal/operator's install test, which therefore runs in the second lane) first, Gitea after
-# it. The second lane streams; the others are printed when all are done. Timings: BENCHMARKS.md
-# "Build and test times".
+# it. The second lane streams; the others are printed when all are done. Timings:
+# BENCHMARKS.md "Build and test times".
 E2E_IMPORTS := testbed/(localenv|giteatest)
 EARLY_TOOLS := kube etcd kwok metrics-server controller-gen cue
 # The package with a lane of its own, and its tests that need helm.
@@ -67,17 +67,17 @@ HELM_TESTS := ^TestInstalledController$$
 GITEA_PKGS := /testbed/giteatest$$
 GITEA_IMPORTS := testbed/giteatest
 test: early-tools verify-generate fmt funclen
-	@rm -f $(BIN)/unit.pkgs $(BIN)/e2e-early.pkgs $(BIN)/e2e-gitea.pkgs
+	@rm -f $(BIN)/unit.pkgs $(BIN)/e2e-early.pkgs $(BIN)/e2e-gitea.pkgs $(BIN)/unit.status
 	@$(GO) list -f '{{.ImportPath}}{{range .TestImports}} {{.}}{{end}}{{range .XTestImports}} {{.}}{{end}}' ./... \
 		| awk -v re='$(E2E_IMPORTS)' -v own='$(OWN_LANE_PKG:./%=/%$$)' -v gitea='$(GITEA_PKGS)' -v giteaimp='$(GITEA_IMPORTS)' \
 		'$$1 ~ own { next } { e2e=0; g=($$1 ~ gitea); for (i=2; i<=NF; i++) { if ($$i ~ re) e2e=1; if ($$i ~ giteaimp) g=1 } \
 		  print $$1 > (!e2e ? "$(BIN)/unit.pkgs" : g ? "$(BIN)/e2e-gitea.pkgs" : "$(BIN)/e2e-early.pkgs") }'
 	@touch $(BIN)/e2e-gitea.pkgs
-	@echo "=== go vet, alone on both cores: it compiles every package and test once, so that the lanes below, started together, do not each compile them"
+	@echo "=== go vet, alone on both cores (it compiles every package once for the lanes below)"
 	$(GO) vet ./...
 	@hack/tools.sh helm > $(BIN)/tools-helm.log 2>&1 & helm=$$!; \
-	$(MAKE) --no-print-directory fuzz > $(BIN)/fuzz.log 2>&1 & fuzz=$$!; \
-	$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) $$(cat $(BIN)/unit.pkgs) > $(BIN)/unit.log 2>&1 & unit=$$!; \
+	{ $(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) $$(cat $(BIN)/unit.pkgs) > $(BIN)/unit.log 2>&1; echo $$? > $(BIN)/unit.status; \
+	  $(MAKE) --no-print-directory fuzz > $(BIN)/fuzz.log 2>&1; } & unitfuzz=$$!; \
 	$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) -skip '$(HELM_TESTS)' $(OWN_LANE_PKG) > $(BIN)/own-lane.log 2>&1 & own=$$!; \
 	$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) $$(cat $(BIN)/e2e-early.pkgs); status=$$?; \
 	echo "=== helm, built beside those tests"; \
@@ -89,10 +89,10 @@ test: early-tools verify-generate fmt funclen
 	if wait $$gitea; then cat $(BIN)/tools-gitea.log; \
 		$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) $$(cat $(BIN)/e2e-gitea.pkgs) || status=1; \
 	else cat $(BIN)/tools-gitea.log; echo "building gitea failed: skipped $$(cat $(BIN)/e2e-gitea.pkgs)"; status=1; fi; \
-	wait $$own; ownstatus=$$?; wait $$unit; unitstatus=$$?; wait $$fuzz; fuzzed=$$?; \
+	wait $$own; ownstatus=$$?; wait $$unitfuzz; fuzzed=$$?; unitstatus=$$(cat $(BIN)/unit.status 2>/dev/null || echo 1); \
 	echo; echo "=== $(OWN_LANE_PKG) but $(HELM_TESTS) (run beside the other end-to-end packages)"; cat $(BIN)/own-lane.log; \
 	echo; echo "=== the unit tests (run beside the end-to-end ones)"; cat $(BIN)/unit.log; \
-	echo; echo "=== make fuzz (run beside the tests)"; cat $(BIN)/fuzz.log; \
+	echo; echo "=== make fuzz (after the unit tests, in their lane)"; cat $(BIN)/fuzz.log; \
 	if [ $$ownstatus -ne 0 ]; then echo "$(OWN_LANE_PKG) failed"; status=1; fi; \
 	if [ $$unitstatus -ne 0 ]; then echo "the unit tests failed"; status=1; fi; \
 	if [ $$fuzzed -ne 0 ]; then echo "make fuzz failed"; status=1; fi; \

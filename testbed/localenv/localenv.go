@@ -51,7 +51,9 @@ type Options struct {
 	Dir string
 	// SkipCRDs leaves out installing karpool's CRDs.
 	SkipCRDs bool
-	// ReadyTimeout bounds the whole start-up; default 90s.
+	// ReadyTimeout bounds the whole start-up; default 4 minutes: `make test` starts two control
+	// planes while it compiles on a cold cache, and an API server starved of CPU takes minutes
+	// to answer /readyz (90 s was too short in a cold run).
 	ReadyTimeout time.Duration
 	// Logf receives progress lines; nil means silent.
 	Logf func(format string, args ...any)
@@ -148,7 +150,7 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 		return nil, err
 	}
 	if opts.ReadyTimeout == 0 {
-		opts.ReadyTimeout = 90 * time.Second
+		opts.ReadyTimeout = 4 * time.Minute
 	}
 	logf := opts.Logf
 	if logf == nil {
