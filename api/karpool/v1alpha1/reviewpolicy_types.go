@@ -14,7 +14,7 @@ const ReviewPolicyPath = ".karpool/policy.yaml"
 type ReviewPolicy struct {
 	APIVersion string           `json:"apiVersion"`
 	Kind       string           `json:"kind"`
-	Metadata   FileMetadata   `json:"metadata"`
+	Metadata   FileMetadata     `json:"metadata"`
 	Spec       ReviewPolicySpec `json:"spec"`
 }
 
