@@ -23,8 +23,8 @@ func planOf(str func(string) string, a, b, c string, s sectionsOf) *Plan {
 	ab, bc, ca := str(a+b), str(b+c), str(c+a)
 	a, b, c = str(a), str(b), str(c)
 	p := &Plan{Path: a, Region: b, WorkloadAt: c,
-		Base: &Side{Revision: b, Pods: 3, PerHour: 0.1, report: &simulate.Report{}},
-		Head: &Side{Revision: c, Pods: 4, PerHour: 0.2, report: &simulate.Report{}}}
+		Base: &Side{Revision: b, Pods: 3, PerHour: 0.1, planned: true, report: &simulate.Report{}},
+		Head: &Side{Revision: c, Pods: 4, PerHour: 0.2, planned: true, report: &simulate.Report{}}}
 	if s&1 != 0 {
 		p.Head = &Side{Revision: c, Error: ab, Findings: []validate.Finding{
 			{File: a, Line: 3, Column: 4, Object: b, Path: c, Message: ab}, {File: bc, Object: ca, Message: c}}}
