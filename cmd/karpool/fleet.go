@@ -53,13 +53,9 @@ func runFleetPlan(cmd *cobra.Command, o planOptions) error {
 	if err != nil {
 		return err
 	}
-	base, err := readRevision(cmd, o.repo, o.base)
+	base, head, err := readRevisions(cmd, o)
 	if err != nil {
-		return usageError{err}
-	}
-	head, err := readRevision(cmd, o.repo, o.head)
-	if err != nil {
-		return usageError{err}
+		return err
 	}
 	in := review.FleetInput{Base: review.Tree{Revision: base.Revision, Files: base.Files}, Head: review.Tree{Revision: head.Revision, Files: head.Files},
 		MaxPods: o.maxPods, Labels: o.labels}

@@ -143,14 +143,9 @@ func runPlan(cmd *cobra.Command, o planOptions) error {
 	if o.fleet != "" {
 		return runFleetPlan(cmd, o)
 	}
-	// Not finding the repository or a revision is an I/O error (exit 2), like vet's.
-	base, err := readRevision(cmd, o.repo, o.base)
+	base, head, err := readRevisions(cmd, o)
 	if err != nil {
-		return usageError{err}
-	}
-	head, err := readRevision(cmd, o.repo, o.head)
-	if err != nil {
-		return usageError{err}
+		return err
 	}
 	in := review.Input{
 		Base: review.Tree{Revision: base.Revision, Files: base.Files},
@@ -198,6 +193,18 @@ func runPlan(cmd *cobra.Command, o planOptions) error {
 		return blockedError{errors.New(why)}
 	}
 	return nil
+}
+
+// readRevisions reads --base and --head. Not finding the repository or a revision is an I/O
+// error (exit 2), like vet's.
+func readRevisions(cmd *cobra.Command, o planOptions) (base, head *source.Artifact, err error) {
+	if base, err = readRevision(cmd, o.repo, o.base); err != nil {
+		return nil, nil, usageError{err}
+	}
+	if head, err = readRevision(cmd, o.repo, o.head); err != nil {
+		return nil, nil, usageError{err}
+	}
+	return base, head, nil
 }
 
 func writePlan(w io.Writer, p *review.Plan, output string) error {
