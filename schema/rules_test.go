@@ -109,20 +109,19 @@ func TestPoolSyncSemverRange(t *testing.T) {
 	}
 }
 
-// balancedPool is a valid NodePool with consolidationPolicy Balanced on line 11 and %s as
-// its metadata's extra.
-const balancedPool = `apiVersion: karpenter.sh/v1
-kind: NodePool
+// nestedClass is a valid EC2NodeClass with cpuOptions.nestedVirtualization enabled on line 11
+// and %s as its metadata's extra.
+const nestedClass = `apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
 metadata:
-  name: balanced%s
+  name: nested%s
 spec:
-  template:
-    spec:
-      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
-      requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}]
-  disruption:
-    consolidationPolicy: Balanced
-    consolidateAfter: 5m
+  role: KarpenterNodeRole-demo
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+  cpuOptions:
+    nestedVirtualization: enabled
 `
 
 // TestUnimplementedFieldsRefused: a field karpool does not act on is an error at its line that
@@ -137,7 +136,7 @@ func TestUnimplementedFieldsRefused(t *testing.T) {
 		{"\n  annotations: {karpool.dev/unimplemented-fields: ignore}", schema.Warning},
 		{"\n  annotations: {karpool.dev/unimplemented-fields: \"yes\"}", schema.Error},
 	} {
-		fs, err := schema.ValidateDocuments("pool.yaml", fmt.Appendf(nil, balancedPool, c.extra))
+		fs, err := schema.ValidateDocuments("class.yaml", fmt.Appendf(nil, nestedClass, c.extra))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,9 +145,9 @@ func TestUnimplementedFieldsRefused(t *testing.T) {
 		}
 		f := fs[0]
 		line := 11 + strings.Count(c.extra, "\n")
-		if f.Severity != c.sev || f.Rule != "unimplemented" || f.Path != "spec.disruption.consolidationPolicy" || f.Line != line ||
-			!strings.Contains(f.Message, "the value Balanced is not implemented") || !strings.Contains(f.Hint, "karpool.dev/unimplemented-fields") {
-			t.Errorf("%q: %s (hint %q), want a %s at pool.yaml:%d naming Balanced, what Karpenter does and the annotation", c.extra, f, f.Hint, c.sev, line)
+		if f.Severity != c.sev || f.Rule != "unimplemented" || f.Path != "spec.cpuOptions.nestedVirtualization" || f.Line != line ||
+			!strings.Contains(f.Message, "the value enabled is not implemented") || !strings.Contains(f.Hint, "karpool.dev/unimplemented-fields") {
+			t.Errorf("%q: %s (hint %q), want a %s at class.yaml:%d naming the value, what Karpenter does and the annotation", c.extra, f, f.Hint, c.sev, line)
 		}
 	}
 }

@@ -40,6 +40,8 @@ type rules struct {
 	minSavings MinSavings
 	// spotToSpot allows spot nodes to be replaced by spot nodes (feature gate).
 	spotToSpot bool
+	// balanced holds the totals of the Balanced pools, whose moves are scored against them.
+	balanced map[string]poolTotals
 }
 
 // Command is one consolidation decision: the candidates go, the replacements (if any) are
@@ -108,7 +110,8 @@ func consolidationCandidates(c *state.Cluster, prices func(*karpv1.NodeClaim) (f
 			continue
 		}
 		pods := movingPods(c, node)
-		out = append(out, Candidate{NodeClaim: nc, Node: node, Pool: np, Price: price, Pods: pods, Idle: idleCost(node, pods, price)})
+		out = append(out, Candidate{NodeClaim: nc, Node: node, Pool: np, Price: price, Pods: pods,
+			Idle: idleCost(node, pods, price), Disruption: disruptionOf(pods)})
 	}
 	// Cheapest to disrupt first: fewest pods to move, then the most expensive node.
 	slices.SortFunc(out, func(a, b Candidate) int {
@@ -154,7 +157,7 @@ func notCandidate(c *state.Cluster, nc *karpv1.NodeClaim, node *corev1.Node, np 
 	if len(pods) == 0 {
 		return Verdict{"Empty", "it is empty: emptiness removes it after consolidateAfter"}
 	}
-	if np.Spec.Disruption.ConsolidationPolicy != karpv1.ConsolidationPolicyWhenEmptyOrUnderutilized {
+	if np.Spec.Disruption.ConsolidationPolicy == karpv1.ConsolidationPolicyWhenEmpty {
 		return Verdict{"WhenEmpty", "its NodePool's consolidationPolicy is WhenEmpty and pods run on it"}
 	}
 	initialized := state.Condition(nc, karpv1.ConditionTypeInitialized)
@@ -166,7 +169,7 @@ func notCandidate(c *state.Cluster, nc *karpv1.NodeClaim, node *corev1.Node, np 
 		return Verdict{"ConsolidateAfter", fmt.Sprintf("consolidateAfter (%s) has not passed since the last pod event, at %s",
 			*after, last.UTC().Format(time.RFC3339))}
 	}
-	return podsHold(c, pods)
+	return podsHold(c, pods, now)
 }
 
 // notDisruptable says why a node cannot be voluntarily disrupted at all now: it is not up, is
@@ -188,12 +191,16 @@ func notDisruptable(nc *karpv1.NodeClaim, node *corev1.Node) Verdict {
 	return Verdict{}
 }
 
-// podsHold names a pod that may not be evicted now: do-not-disrupt, or a PodDisruptionBudget
-// that allows no disruption.
-func podsHold(c *state.Cluster, pods []*corev1.Pod) Verdict {
+// podsHold names a pod that may not be evicted now: do-not-disrupt (for good or until its
+// grace period ends), or a PodDisruptionBudget that allows no disruption.
+func podsHold(c *state.Cluster, pods []*corev1.Pod, now time.Time) Verdict {
 	for _, p := range pods {
-		if p.Annotations[karpv1.AnnotationDoNotDisrupt] == "true" {
-			return Verdict{"PodDoNotDisrupt", fmt.Sprintf("pod %s/%s has the karpenter.sh/do-not-disrupt annotation", p.Namespace, p.Name)}
+		if held, until, _ := state.DoNotDisrupt(p, now); held {
+			msg := fmt.Sprintf("pod %s/%s has the karpenter.sh/do-not-disrupt annotation", p.Namespace, p.Name)
+			if !until.IsZero() {
+				msg += " until " + until.UTC().Format(time.RFC3339)
+			}
+			return Verdict{"PodDoNotDisrupt", msg}
 		}
 		if pdb := blockingPDB(c.PDBs, p); pdb != nil {
 			return Verdict{"PodDisruptionBudget", fmt.Sprintf("PodDisruptionBudget %s/%s allows no disruption of pod %s/%s", pdb.Namespace, pdb.Name, p.Namespace, p.Name)}
@@ -265,6 +272,10 @@ func consolidate(cands []Candidate, budget map[string]int, r rules, simulate fun
 		return cmd, verdicts
 	}
 	for _, cand := range idlest {
+		if v := worthAlone(r.balanced, cand); v.Reason != "" {
+			verdicts[cand.NodeClaim.Name] = v
+			continue
+		}
 		cmd, v := evaluate([]Candidate{cand}, r, simulate, -1)
 		if cmd != nil {
 			cmd.Method = "single"
@@ -382,11 +393,18 @@ func evaluate(cands []Candidate, r rules, simulate func(map[string]bool) *schedu
 	}
 	switch {
 	case len(res.NodeClaims) == 0:
-		return cmd, Verdict{}
 	case maxNew >= 0 && len(res.NodeClaims) > maxNew:
 		return nil, Verdict{"NoCheaperFit", fmt.Sprintf("its pods would need %d new nodes", len(res.NodeClaims))}
 	case newPrice >= price:
 		return nil, Verdict{"NoCheaperFit", fmt.Sprintf("no cheaper placement: its pods elsewhere would cost $%.4f/h, it costs $%.4f/h", newPrice, price)}
+	}
+	// Balanced pools score the planned saving, as Karpenter does (the cheapest offering of each
+	// replacement), before the replacements are narrowed.
+	if v := balancedVerdict(r.balanced, cands, price-newPrice); v.Reason != "" {
+		return nil, v
+	}
+	if len(res.NodeClaims) == 0 {
+		return cmd, Verdict{}
 	}
 	// Share the saving: each replacement may launch as any type up to its cheapest price plus an
 	// equal part of it, so whatever the fleet picks, the total stays below the candidates'.

@@ -260,6 +260,30 @@ func TestConsolidationCandidatesSayWhyNot(t *testing.T) {
 	}
 }
 
+// A do-not-disrupt grace period holds the node until it ends, and says until when; after it,
+// the node is a candidate again. An unreadable value holds nothing.
+func TestDoNotDisruptGracePeriod(t *testing.T) {
+	t0 := time.Unix(10000, 0)
+	c := newCluster(nil, "warm", "done", "bad")
+	c.pool.Spec.Disruption.ConsolidationPolicy = karpv1.ConsolidationPolicyWhenEmptyOrUnderutilized
+	for _, nc := range c.claims {
+		nc.Status.Conditions[0].LastTransitionTime = metav1.NewTime(t0.Add(-time.Hour))
+	}
+	for name, started := range map[string]time.Duration{"warm": 10 * time.Minute, "done": 40 * time.Minute, "bad": time.Hour} {
+		p := c.run(name, name+"-cache")
+		p.Annotations = map[string]string{karpv1.AnnotationDoNotDisrupt: "30m"}
+		p.Status.StartTime = &metav1.Time{Time: t0.Add(-started)}
+	}
+	c.pods[2].Annotations[karpv1.AnnotationDoNotDisrupt] = "soon"
+	cands, why := consolidationCandidates(c.snapshot(), func(*karpv1.NodeClaim) (float64, bool) { return 0.1, true }, t0)
+	if got := claimNames(cands); !slices.Equal(got, []string{"bad", "done"}) {
+		t.Errorf("candidates %v, want [bad done]", got)
+	}
+	if want := "has the karpenter.sh/do-not-disrupt annotation until 1970-01-01T03:06:40Z"; why["warm"].Reason != "PodDoNotDisrupt" || !strings.Contains(why["warm"].Message, want) {
+		t.Errorf("warm: %+v, want PodDoNotDisrupt saying %q", why["warm"], want)
+	}
+}
+
 // Of the groups Karpenter's order and the idlest-first order find, the one saving more goes:
 // here a is cheap to disrupt but busy, b and c mostly idle.
 func TestConsolidatePrefersTheLargerSaving(t *testing.T) {

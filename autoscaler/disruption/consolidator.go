@@ -76,13 +76,15 @@ func (c *Controller) consolidate(ctx context.Context, snap *state.Cluster, now t
 	simulate := func(nodes map[string]bool) *scheduling.Result {
 		return c.opts.Simulator.SimulateWithout(snap, pools, nodes)
 	}
+	prices := nodePrice(pools)
 	// Drift first, as in Karpenter: a rollout is not held up by savings.
 	_, driftBudget := c.tracker.budgets(snap, karpv1.DisruptionReasonDrifted, now)
-	if cmd, _ := driftCommand(snap, drift, driftBudget, nodePrice(pools), simulate); cmd != nil {
+	if cmd, _ := driftCommand(snap, drift, driftBudget, prices, simulate, now); cmd != nil {
 		c.cons.pending = nil
 		return c.execute(ctx, cmd, pools, now)
 	}
-	cands, skipped := consolidationCandidates(snap, nodePrice(pools), now)
+	cands, skipped := consolidationCandidates(snap, prices, now)
+	c.warnBadDoNotDisrupt(snap, now)
 	allowed, budget := c.tracker.budgets(snap, karpv1.DisruptionReasonUnderutilized, now)
 	if c.metrics != nil {
 		for pool, n := range allowed {
@@ -90,7 +92,7 @@ func (c *Controller) consolidate(ctx context.Context, snap *state.Cluster, now t
 		}
 		c.metrics.EligibleNodes.WithLabelValues(eligibleReason(karpv1.DisruptionReasonUnderutilized)).Set(float64(len(cands)))
 	}
-	r := rules{minSavings: c.opts.MinSavings, spotToSpot: c.opts.SpotToSpot}
+	r := rules{minSavings: c.opts.MinSavings, spotToSpot: c.opts.SpotToSpot, balanced: balancedTotals(snap, prices)}
 	if pending := c.cons.pending; pending != nil {
 		if now.Sub(c.cons.pendingAt) < c.opts.ValidationDelay {
 			return nil

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -47,6 +48,9 @@ type Controller struct {
 	wrote time.Time
 	// clouds keeps the last cloud drift answer per NodeClaim.
 	clouds map[string]cloudCheck
+	// badDoNotDisrupt remembers the pods warned about an unreadable do-not-disrupt value (and
+	// the value), so each is warned about once.
+	badDoNotDisrupt map[types.UID]string
 }
 
 // Options configure the disruption controller.

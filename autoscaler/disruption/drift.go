@@ -2,6 +2,7 @@ package disruption
 
 import (
 	"fmt"
+	"time"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	awsv1 "github.com/karpool/karpool/api/karpenteraws/v1"
@@ -109,7 +110,7 @@ func poolOf(c *state.Cluster, nc *karpv1.NodeClaim) *karpv1.NodePool {
 // not fit, new NodeClaims of the pool as it is now; drift replaces at any price. Verdicts say
 // why drifted nodes wait.
 func driftCommand(c *state.Cluster, drift map[string]Verdict, budget map[string]int, prices func(*karpv1.NodeClaim) (float64, bool),
-	simulate func(nodes map[string]bool) *scheduling.Result) (*Command, map[string]Verdict) {
+	simulate func(nodes map[string]bool) *scheduling.Result, now time.Time) (*Command, map[string]Verdict) {
 	waits := map[string]Verdict{}
 	for _, nc := range c.NodeClaims {
 		if _, ok := drift[nc.Name]; !ok {
@@ -122,7 +123,7 @@ func driftCommand(c *state.Cluster, drift map[string]Verdict, budget map[string]
 		pods := movingPods(c, node)
 		v := notDisruptable(nc, node)
 		if v.Reason == "" {
-			v = podsHold(c, pods)
+			v = podsHold(c, pods, now)
 		}
 		if v.Reason == "" && budget[np.Name] <= 0 {
 			v = Verdict{"Budget", fmt.Sprintf("NodePool %s's disruption budgets allow no more nodes to be disrupted for Drifted now", np.Name)}

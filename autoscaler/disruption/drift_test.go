@@ -2,6 +2,7 @@ package disruption
 
 import (
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -84,14 +85,14 @@ func TestDriftCommand(t *testing.T) {
 		simulated = append(simulated, key(nodes))
 		return &scheduling.Result{NodeClaims: []scheduling.NodeClaim{claim(0.2)}}
 	}
-	cmd, _ := driftCommand(c.snapshot(), drift, map[string]int{"default": 1}, price, sim)
+	cmd, _ := driftCommand(c.snapshot(), drift, map[string]int{"default": 1}, price, sim, time.Now())
 	if cmd == nil || cmd.Key() != "a" || cmd.Reason != karpv1.DisruptionReasonDrifted || len(cmd.Replacements) != 1 {
 		t.Fatalf("command %+v (simulated %v), want a replaced", cmd, simulated)
 	}
-	if cmd, waits := driftCommand(c.snapshot(), map[string]Verdict{"pinned": {DriftNodePool, ""}}, map[string]int{"default": 1}, price, sim); cmd != nil || waits["pinned"].Reason != "DoNotDisrupt" {
+	if cmd, waits := driftCommand(c.snapshot(), map[string]Verdict{"pinned": {DriftNodePool, ""}}, map[string]int{"default": 1}, price, sim, time.Now()); cmd != nil || waits["pinned"].Reason != "DoNotDisrupt" {
 		t.Errorf("pinned alone: %+v, %+v; want no command, DoNotDisrupt", cmd, waits["pinned"])
 	}
-	if cmd, waits := driftCommand(c.snapshot(), drift, map[string]int{"default": 0}, price, sim); cmd != nil || waits["a"].Reason != "Budget" {
+	if cmd, waits := driftCommand(c.snapshot(), drift, map[string]int{"default": 0}, price, sim, time.Now()); cmd != nil || waits["a"].Reason != "Budget" {
 		t.Errorf("with no budget: %+v, %+v; want no command, a waiting on Budget", cmd, waits)
 	}
 }

@@ -85,6 +85,8 @@ type Candidate struct {
 	Pods  []*corev1.Pod
 	// Idle is the part of Price its pods leave unused (consolidation).
 	Idle float64
+	// Disruption is what moving its pods costs (Balanced scoring): see disruptionOf.
+	Disruption float64
 }
 
 // poolNodes is one NodePool's initialized nodes as a pass sees them.

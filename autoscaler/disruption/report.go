@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
@@ -31,6 +33,7 @@ func (c *Controller) report(ctx context.Context, snap *state.Cluster, cands []Ca
 		v := kept[cand.NodeClaim.Name]
 		want[cand.NodeClaim.Name] = &karpv1.Condition{Status: metav1.ConditionTrue, Reason: cmp.Or(v.Reason, "Consolidatable"), Message: v.Message}
 	}
+	c.countSkipped(snap, skipped, kept)
 	var errs []error
 	for _, nc := range snap.NodeClaims {
 		w := want[nc.Name]
@@ -59,6 +62,49 @@ func (c *Controller) report(ctx context.Context, snap *state.Cluster, cands []Ca
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// warnBadDoNotDisrupt gives a Warning event, once per pod and value, for each pod whose
+// karpenter.sh/do-not-disrupt annotation is neither "true" nor a duration: it is ignored, as
+// Karpenter ignores it, and its owner should know.
+func (c *Controller) warnBadDoNotDisrupt(snap *state.Cluster, now time.Time) {
+	seen := map[types.UID]string{}
+	for _, p := range snap.Pods {
+		v, ok := p.Annotations[karpv1.AnnotationDoNotDisrupt]
+		if !ok {
+			continue
+		}
+		if _, _, err := state.DoNotDisrupt(p, now); err != nil {
+			seen[p.UID] = v
+			if c.badDoNotDisrupt[p.UID] != v {
+				c.recorder.Event(p, corev1.EventTypeWarning, "InvalidDoNotDisruptAnnotation", err.Error())
+			}
+		}
+	}
+	c.badDoNotDisrupt = seen
+}
+
+// countSkipped sets the skipped-nodes gauge from the pass's verdicts: each node that was not a
+// candidate, or was looked at and kept, counts under its pool and reason.
+func (c *Controller) countSkipped(snap *state.Cluster, skipped, kept map[string]Verdict) {
+	if c.metrics == nil {
+		return
+	}
+	type key struct{ pool, reason string }
+	counts := map[key]int{}
+	for _, nc := range snap.NodeClaims {
+		v, ok := skipped[nc.Name]
+		if !ok {
+			v = kept[nc.Name]
+		}
+		if v.Reason != "" {
+			counts[key{nc.Labels[karpv1.LabelNodePool], v.Reason}]++
+		}
+	}
+	c.metrics.NotConsolidated.Reset()
+	for k, n := range counts {
+		c.metrics.NotConsolidated.WithLabelValues(k.pool, k.reason).Set(float64(n))
+	}
 }
 
 // markDrift keeps the NodeClaims' Drifted condition (True with the reason while drifted, False

@@ -74,6 +74,9 @@ type Metrics struct {
 	DisruptionDecisions *prometheus.CounterVec
 	AllowedDisruptions  *prometheus.GaugeVec
 	EligibleNodes       *prometheus.GaugeVec
+	// NotConsolidated counts, per pool and reason, the nodes the last consolidation pass did not
+	// consolidate (the reasons of their Consolidatable condition).
+	NotConsolidated *prometheus.GaugeVec
 	// NodeClaimsDisrupted counts NodeClaims disruption deleted, by NodePool, capacity type and
 	// reason (empty, underutilized, expired).
 	NodeClaimsDisrupted *prometheus.CounterVec
@@ -149,6 +152,8 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		AllowedDisruptions: gauge("karpenter_nodepools_allowed_disruptions",
 			"Nodes the NodePool's disruption budgets allow to be disrupting at once, by reason.", labelNodePool, labelReason),
 		EligibleNodes: gauge("karpenter_voluntary_disruption_eligible_nodes", "Nodes eligible for disruption, by reason.", labelReason),
+		NotConsolidated: gauge("karpool_consolidation_skipped_nodes",
+			"Nodes the last consolidation pass did not consolidate, by NodePool and reason.", labelNodePool, labelReason),
 		CloudDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "karpenter_cloudprovider_duration_seconds",
 			Help: "Duration of cloud provider calls, by controller, method and provider."}, []string{labelController, "method", "provider"}),
 		CloudErrors: counter("karpenter_cloudprovider_errors_total",

@@ -19,6 +19,7 @@ import (
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	"github.com/karpool/karpool/autoscaler/cloud"
+	"github.com/karpool/karpool/autoscaler/scheduling"
 	"github.com/karpool/karpool/autoscaler/state"
 )
 
@@ -123,16 +124,19 @@ func (l *Lifecycle) drain(ctx context.Context, nc *karpv1.NodeClaim, node *corev
 	if err := l.client.List(ctx, &pods, client.MatchingFields{podNodeNameField: node.Name}); err != nil {
 		return 0, err
 	}
-	force := drainDeadlinePassed(nc, l.opts.Now())
+	now := l.opts.Now()
+	force := drainDeadlinePassed(nc, now)
 	var toEvict []*corev1.Pod
 	remaining := 0
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if !state.Reschedulable(p) {
+		if !state.Reschedulable(p) || toleratesDisrupted(p) {
 			continue
 		}
 		remaining++
-		if p.DeletionTimestamp == nil {
+		// As in Karpenter, a pod that asks not to be disrupted is not evicted: the drain waits
+		// for it to finish or for the drain's deadline, which deletes it.
+		if held, _, _ := state.DoNotDisrupt(p, now); p.DeletionTimestamp == nil && (!held || force) {
 			toEvict = append(toEvict, p)
 		}
 	}
@@ -203,6 +207,12 @@ func (n *NodeTermination) Reconcile(ctx context.Context, req reconcile.Request) 
 		}
 	}
 	return reconcile.Result{}, nil
+}
+
+// toleratesDisrupted: a pod that tolerates the karpenter.sh/disrupted:NoSchedule taint would be
+// scheduled right back; the drain neither evicts it nor waits for it (Karpenter's rule).
+func toleratesDisrupted(p *corev1.Pod) bool {
+	return scheduling.Tolerates(p.Spec.Tolerations, karpv1.DisruptedNoScheduleTaint)
 }
 
 // drainDeadlinePassed: the drain of nc stops waiting for evictions once its

@@ -165,6 +165,33 @@ func TestTerminationGracePeriodForcesTheDrain(t *testing.T) {
 	}
 }
 
+// As in Karpenter, a do-not-disrupt pod is not evicted: the drain waits for it until the
+// terminationGracePeriod, which deletes it. A pod that tolerates the disrupted taint is neither
+// evicted nor waited for.
+func TestTerminationWaitsForDoNotDisruptPods(t *testing.T) {
+	tolerant := b.Pod("tolerant", b.OnNode("n1"))
+	tolerant.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	e := newTermination(t, nil, []b.ClaimOption{b.TerminationGracePeriod(time.Minute)},
+		b.Pod("cache", b.OnNode("n1"), b.PodAnnotation(karpv1.AnnotationDoNotDisrupt, "true")), tolerant)
+	e.now = t0.Add(30 * time.Second)
+	e.reconcile("c1")
+	if e.pod("cache") == nil {
+		t.Fatal("the do-not-disrupt pod was evicted")
+	}
+	if n := len(e.cloud.DeleteCalls()); n != 0 {
+		t.Fatalf("instance terminated (%d calls) while the do-not-disrupt pod runs", n)
+	}
+	e.now = t0.Add(61 * time.Second)
+	e.reconcile("c1")
+	if e.pod("cache") != nil {
+		t.Error("the do-not-disrupt pod kept after the termination grace period")
+	}
+	e.reconcile("c1")
+	if e.pod("tolerant") == nil || len(e.cloud.DeleteCalls()) != 1 {
+		t.Errorf("tolerant pod there: %v, Delete calls %d; want it left and the instance terminated", e.pod("tolerant") != nil, len(e.cloud.DeleteCalls()))
+	}
+}
+
 // A Node deleted directly (kubectl delete node) deletes its NodeClaim, whose finalizer does
 // the rest; a Node without a NodeClaim is released at once.
 func TestNodeDeletionDeletesItsClaim(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 	"github.com/karpool/karpool/autoscaler/scheduling"
+	"github.com/karpool/karpool/autoscaler/state"
 )
 
 // Static keeps the NodeClaims of each static NodePool (spec.replicas set) at its replica count,
@@ -109,7 +110,7 @@ func (s *Static) scaleDown(ctx context.Context, np *karpv1.NodePool, running []k
 		return err
 	}
 	log.FromContext(ctx).Info("removing NodeClaims of a static NodePool", "NodePool", np.Name, "count", n, "replicas", *np.Spec.Replicas)
-	for _, nc := range scaleDownOrder(running, podsByNode(pods.Items))[:n] {
+	for _, nc := range scaleDownOrder(running, podsByNode(pods.Items, time.Now()))[:n] {
 		if err := s.client.Delete(ctx, nc); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting NodeClaim %s of static NodePool %s: %w", nc.Name, np.Name, err)
 		}
@@ -121,32 +122,23 @@ func (s *Static) scaleDown(ctx context.Context, np *karpv1.NodePool, running []k
 // them that ask not to be disrupted.
 type nodePods struct{ moving, pinned int }
 
-// podsByNode counts, per node, the pods a deletion would evict: not DaemonSet pods, not
-// finished ones.
-func podsByNode(pods []corev1.Pod) map[string]nodePods {
+// podsByNode counts, per node, the pods a deletion would evict (state.Reschedulable), and those
+// a karpenter.sh/do-not-disrupt annotation holds now.
+func podsByNode(pods []corev1.Pod, now time.Time) map[string]nodePods {
 	out := map[string]nodePods{}
 	for i := range pods {
 		p := &pods[i]
-		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || ownedByDaemonSet(p) {
+		if p.Spec.NodeName == "" || !state.Reschedulable(p) {
 			continue
 		}
 		c := out[p.Spec.NodeName]
 		c.moving++
-		if p.Annotations[karpv1.AnnotationDoNotDisrupt] == "true" {
+		if held, _, _ := state.DoNotDisrupt(p, now); held {
 			c.pinned++
 		}
 		out[p.Spec.NodeName] = c
 	}
 	return out
-}
-
-func ownedByDaemonSet(p *corev1.Pod) bool {
-	for _, o := range p.OwnerReferences {
-		if o.Kind == "DaemonSet" {
-			return true
-		}
-	}
-	return false
 }
 
 // scaleDownOrder is the order in which a static pool gives NodeClaims up: those not launched

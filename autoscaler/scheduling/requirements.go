@@ -27,6 +27,11 @@ func newReq(key string, op corev1.NodeSelectorOperator, values []string) req {
 	return requirements.New(key, op, values)
 }
 
+// Tolerates reports whether a toleration list tolerates the taint (Kubernetes semantics).
+func Tolerates(tols []corev1.Toleration, t corev1.Taint) bool {
+	return tolerates(tols, t.Key, t.Value, t.Effect)
+}
+
 // tolerates reports whether a toleration list tolerates a taint (Kubernetes semantics).
 func tolerates(tols []corev1.Toleration, key, value string, effect corev1.TaintEffect) bool {
 	for i := range tols {

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -178,6 +179,29 @@ func Reschedulable(p *corev1.Pod) bool {
 	}
 	_, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]
 	return !mirror
+}
+
+// DoNotDisrupt reads a pod's karpenter.sh/do-not-disrupt annotation as Karpenter does (v1.12):
+// "true" holds the pod's node for good; a positive duration ("30m", "2h") holds it until the pod
+// has run that long since status.startTime (until; a pod not started yet is held). Any other
+// value holds nothing, and err says why: Karpenter ignores it too, with a warning.
+func DoNotDisrupt(p *corev1.Pod, now time.Time) (held bool, until time.Time, err error) {
+	v, ok := p.Annotations[karpv1.AnnotationDoNotDisrupt]
+	if !ok {
+		return false, time.Time{}, nil
+	}
+	if v == "true" {
+		return true, time.Time{}, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return false, time.Time{}, fmt.Errorf("%s=%q is neither \"true\" nor a positive duration such as \"30m\"; it is ignored", karpv1.AnnotationDoNotDisrupt, v)
+	}
+	if p.Status.StartTime == nil {
+		return true, time.Time{}, nil
+	}
+	until = p.Status.StartTime.Add(d)
+	return now.Before(until), until, nil
 }
 
 // OwnedByDaemonSet reports whether a DaemonSet controls the pod.

@@ -2,10 +2,13 @@ package state
 
 import (
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 )
 
 // A node's pods are the bound ones and the pending ones nominated to it: the kube-scheduler
@@ -42,6 +45,44 @@ func TestNominationPatch(t *testing.T) {
 		body, err := p.Data(pod)
 		if err != nil || string(body) != want || p.Type() != types.MergePatchType {
 			t.Errorf("node %q: %s %s (%v), want %s", node, p.Type(), body, err, want)
+		}
+	}
+}
+
+// The do-not-disrupt annotation as Karpenter's tests read it: "true" for good, a duration from
+// the pod's start, a pod not started held, anything else ignored with a reason.
+func TestDoNotDisrupt(t *testing.T) {
+	now := time.Unix(100000, 0)
+	pod := func(value string, startedAgo time.Duration) *corev1.Pod {
+		p := &corev1.Pod{}
+		if value != "" {
+			p.Annotations = map[string]string{karpv1.AnnotationDoNotDisrupt: value}
+		}
+		if startedAgo >= 0 {
+			p.Status.StartTime = &metav1.Time{Time: now.Add(-startedAgo)}
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name  string
+		pod   *corev1.Pod
+		held  bool
+		until time.Time
+		bad   bool
+	}{
+		{"no annotation", pod("", time.Minute), false, time.Time{}, false},
+		{"true", pod("true", time.Hour), true, time.Time{}, false},
+		{"5m, started 3m ago", pod("5m", 3*time.Minute), true, now.Add(2 * time.Minute), false},
+		{"5m, started 10m ago", pod("5m", 10*time.Minute), false, now.Add(-5 * time.Minute), false},
+		{"1h, not started", pod("1h", -1), true, time.Time{}, false},
+		{"not a duration", pod("invalid", time.Minute), false, time.Time{}, true},
+		{"zero", pod("0s", time.Minute), false, time.Time{}, true},
+		{"negative", pod("-5m", time.Minute), false, time.Time{}, true},
+		{"false", pod("false", time.Minute), false, time.Time{}, true},
+	} {
+		held, until, err := DoNotDisrupt(tc.pod, now)
+		if held != tc.held || !until.Equal(tc.until) || (err != nil) != tc.bad {
+			t.Errorf("%s: held %v until %v (err %v), want %v until %v (error %v)", tc.name, held, until, err, tc.held, tc.until, tc.bad)
 		}
 	}
 }

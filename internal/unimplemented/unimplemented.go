@@ -41,7 +41,6 @@ func (g Gap) Explain() string {
 
 // Gaps are the fields, in the order of the kinds' specs.
 var Gaps = []Gap{
-	{"NodePool", []string{"spec", "disruption", "consolidationPolicy"}, "Balanced", "consolidates underused nodes when the saving outweighs the disruption; karpool would treat the pool as WhenEmpty"},
 	{"EC2NodeClass", []string{"spec", "cpuOptions", "nestedVirtualization"}, "enabled", "turns nested virtualization on in the launch template and launches only instance types that support it"},
 	{"EC2NodeClass", []string{"spec", "placementGroupSelector"}, "", "launches into the selected placement group and reports it in status"},
 	{"EC2NodeClass", []string{"spec", "instanceStorePolicy"}, "RAID0", "builds one RAID0 array of the instance-store disks for the kubelet's ephemeral storage in the user data; karpool counts that storage but does not build the array"},

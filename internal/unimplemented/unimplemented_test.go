@@ -41,23 +41,20 @@ func TestConditionNamesEachField(t *testing.T) {
 	}
 
 	np := &karpv1.NodePool{}
-	if c := Condition("NodePool", np, 1); c.Status != metav1.ConditionTrue {
-		t.Fatalf("a WhenEmpty pool: %+v, want True", c)
-	}
 	np.Spec.Disruption.ConsolidationPolicy = "Balanced"
-	if c := Condition("NodePool", np, 1); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "consolidationPolicy: Balanced") {
-		t.Fatalf("a Balanced pool: %+v, want False naming consolidationPolicy: Balanced", c)
+	if c := Condition("NodePool", np, 1); c.Status != metav1.ConditionTrue {
+		t.Fatalf("a Balanced pool: %+v, want True", c)
 	}
 }
 
 // TestValueGaps: a gap on one value of a field applies to that value only.
 func TestValueGaps(t *testing.T) {
-	for policy, want := range map[string]int{"Balanced": 1, "WhenEmpty": 0, "WhenEmptyOrUnderutilized": 0} {
-		obj := map[string]any{"spec": map[string]any{"disruption": map[string]any{"consolidationPolicy": policy}}}
-		if got := In("NodePool", obj); len(got) != want {
-			t.Errorf("consolidationPolicy %s: gaps %v, want %d", policy, got, want)
-		} else if want == 1 && got[0].String() != "spec.disruption.consolidationPolicy: Balanced is not implemented by karpool: Karpenter "+got[0].Karpenter {
-			t.Errorf("Balanced: %q", got[0])
+	for value, want := range map[string]int{"enabled": 1, "disabled": 0} {
+		obj := map[string]any{"spec": map[string]any{"cpuOptions": map[string]any{"nestedVirtualization": value}}}
+		if got := In("EC2NodeClass", obj); len(got) != want {
+			t.Errorf("nestedVirtualization %s: gaps %v, want %d", value, got, want)
+		} else if want == 1 && got[0].String() != "spec.cpuOptions.nestedVirtualization: enabled is not implemented by karpool: Karpenter "+got[0].Karpenter {
+			t.Errorf("enabled: %q", got[0])
 		}
 	}
 }
