@@ -20,6 +20,7 @@ import (
 	"github.com/karpool/karpool/autoscaler/nodeoverlay"
 	"github.com/karpool/karpool/autoscaler/nodepool"
 	"github.com/karpool/karpool/autoscaler/provisioning"
+	"github.com/karpool/karpool/autoscaler/scheduling"
 	"github.com/karpool/karpool/autoscaler/state"
 	"github.com/karpool/karpool/internal/featuregates"
 )
@@ -43,6 +44,8 @@ type Options struct {
 	MinSavings disruption.MinSavings
 	// Gates are the feature gates (Karpenter's FEATURE_GATES).
 	Gates featuregates.Gates
+	// Scheduling holds PREFERENCE_POLICY and MIN_VALUES_POLICY (scheduling.PolicyOptions).
+	Scheduling scheduling.Options
 	// DisruptionValidationDelay: see disruption.Options.ValidationDelay (0: Karpenter's 15 s).
 	DisruptionValidationDelay time.Duration
 	// Registry receives the metrics (normally controller-runtime's metrics.Registry, which the
@@ -72,7 +75,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	prov := provisioning.New(mgr.GetClient(), provisioning.Options{
 		Provider: m.Cloud(opts.Provider, metrics.ControllerProvisioner), Region: opts.Region,
 		BatchIdle: opts.BatchIdle, BatchMax: opts.BatchMax, Recorder: recorder, Metrics: m, Nominations: nominations,
-		NodeOverlay: opts.Gates.NodeOverlay,
+		NodeOverlay: opts.Gates.NodeOverlay, Scheduling: opts.Scheduling,
 	})
 	// Runnables get the manager's context, which carries no logger; give them the manager's
 	// (the process-wide default may belong to another manager in tests).

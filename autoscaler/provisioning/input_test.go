@@ -120,6 +120,14 @@ func TestNewNodeClaim(t *testing.T) {
 	if nc.Spec.Taints[0].Key != "k" {
 		t.Error("the NodeClaim shares the pool's taint slice")
 	}
+	// Karpenter marks every NodeClaim with whether its minValues were relaxed.
+	if v := nc.Annotations[karpv1.AnnotationMinValuesRelaxed]; v != "false" {
+		t.Errorf("%s=%q, want false", karpv1.AnnotationMinValuesRelaxed, v)
+	}
+	planned.MinValuesRelaxed = true
+	if v := newNodeClaim(np, planned).Annotations[karpv1.AnnotationMinValuesRelaxed]; v != "true" {
+		t.Errorf("relaxed: %s=%q, want true", karpv1.AnnotationMinValuesRelaxed, v)
+	}
 }
 
 // Pods planned onto a NodeClaim whose node registered but is not initialized yet keep its room

@@ -1,6 +1,7 @@
 package provisioning
 
 import (
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,6 +35,7 @@ func newNodeClaim(np *karpv1.NodePool, planned *scheduling.NodeClaim) *karpv1.No
 	// The template's hash tells drift later whether the pool changed since.
 	annotations := map[string]string{
 		karpv1.AnnotationNodePoolHash: np.TemplateHash(), karpv1.AnnotationNodePoolHashVersion: karpv1.NodePoolHashVersion,
+		karpv1.AnnotationMinValuesRelaxed: strconv.FormatBool(planned.MinValuesRelaxed),
 	}
 	for k, v := range tmpl.Annotations {
 		annotations[k] = v

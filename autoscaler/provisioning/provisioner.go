@@ -48,6 +48,9 @@ type Options struct {
 	Nominations *state.Nominations
 	// NodeOverlay applies the cluster's NodeOverlays to the instance types (the gate).
 	NodeOverlay bool
+	// Scheduling holds the operator's scheduling settings (PREFERENCE_POLICY,
+	// MIN_VALUES_POLICY) for every run of the engine, provisioning and disruption alike.
+	Scheduling scheduling.Options
 }
 
 // Provisioner is a manager Runnable (it runs on the leader only).
@@ -188,7 +191,7 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 	p.mu.Lock()
 	stale := staleNominations(c, p.nominatedSince, time.Now())
 	p.mu.Unlock()
-	in := input(c, pools, p.opts.Nominations.Planned(), p.opts.Region)
+	in := p.input(c, pools)
 	p.clearNominations(ctx, stale)
 	if len(in.Pods) == 0 {
 		if p.opts.Metrics != nil {
@@ -338,13 +341,20 @@ func (p *Provisioner) basePools(ctx context.Context, c *state.Cluster) ([]schedu
 	return out, skipped
 }
 
+// input is the engine's input for the snapshot, with the operator's scheduling settings.
+func (p *Provisioner) input(c *state.Cluster, pools []scheduling.Pool) *scheduling.Input {
+	in := input(c, pools, p.opts.Nominations.Planned(), p.opts.Region)
+	in.Options = p.opts.Scheduling
+	return in
+}
+
 // SimulateWithout runs the engine on the cluster as if the named nodes, and the nodes already
 // being deleted, were gone: the pods that would have to leave them are pending, with the other
 // pending pods, in-flight NodeClaims and their nominated pods as a provisioning round sees
 // them. Disruption asks it whether nodes can go, and with what in their place; the pods still
 // on a draining node need room too, or the decision taken while a drain runs would not hold.
 func (p *Provisioner) SimulateWithout(c *state.Cluster, pools []scheduling.Pool, nodes map[string]bool) *scheduling.Result {
-	in := input(c, pools, p.opts.Nominations.Planned(), p.opts.Region)
+	in := p.input(c, pools)
 	gone := maps.Clone(nodes)
 	for _, nc := range c.NodeClaims {
 		if node := c.NodeFor(nc); node != nil && (nc.DeletionTimestamp != nil || node.DeletionTimestamp != nil) {

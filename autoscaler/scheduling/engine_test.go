@@ -679,3 +679,60 @@ func TestMinValuesOpenZoneCountsPods(t *testing.T) {
 		})
 	}
 }
+
+// Karpenter's MinValuesPolicy cases: a pool offering two instance types with minValues 3 on
+// instance-type leaves the pod pending under Strict; under BestEffort it launches with the two,
+// its minValues lowered to 2 and marked relaxed. With enough types nothing is relaxed.
+func TestMinValuesPolicy(t *testing.T) {
+	two := pool("default", func(np *karpv1.NodePool) {
+		np.Spec.Template.Spec.Requirements = []karpv1.NodePoolRequirement{
+			{Key: "node.kubernetes.io/instance-type", Operator: corev1.NodeSelectorOpIn, Values: []string{"m5.large", "c5.large"}, MinValues: ptr(3)},
+		}
+	})
+	res := solve(t, &scheduling.Input{Pods: pods("p", 1, "900m", "900Mi"), Pools: []scheduling.Pool{two}})
+	if len(res.NodeClaims) != 0 || len(res.Unschedulable) != 1 {
+		t.Fatalf("Strict: %d NodeClaims, %d unschedulable; want the pod pending", len(res.NodeClaims), len(res.Unschedulable))
+	}
+	best := scheduling.Options{MinValuesBestEffort: true}
+	res = solve(t, &scheduling.Input{Pods: pods("p", 1, "900m", "900Mi"), Pools: []scheduling.Pool{two}, Options: best})
+	if len(res.NodeClaims) != 1 {
+		t.Fatalf("BestEffort: %d NodeClaims (%+v unschedulable), want 1", len(res.NodeClaims), res.Unschedulable)
+	}
+	nc := &res.NodeClaims[0]
+	if min := minValuesOf(nc, "node.kubernetes.io/instance-type"); !nc.MinValuesRelaxed || min == nil || *min != 2 || len(nc.InstanceTypes) != 2 {
+		t.Errorf("BestEffort: relaxed %v, minValues %v, %d types; want true, 2, 2", nc.MinValuesRelaxed, min, len(nc.InstanceTypes))
+	}
+	many := pool("default", func(np *karpv1.NodePool) {
+		np.Spec.Template.Spec.Requirements = []karpv1.NodePoolRequirement{
+			{Key: "node.kubernetes.io/instance-type", Operator: corev1.NodeSelectorOpExists, MinValues: ptr(3)},
+		}
+	})
+	res = solve(t, &scheduling.Input{Pods: pods("p", 1, "900m", "900Mi"), Pools: []scheduling.Pool{many}, Options: best})
+	nc = &res.NodeClaims[0]
+	if min := minValuesOf(nc, "node.kubernetes.io/instance-type"); nc.MinValuesRelaxed || min == nil || *min != 3 {
+		t.Errorf("BestEffort with enough types: relaxed %v, minValues %v; want false, 3", nc.MinValuesRelaxed, min)
+	}
+}
+
+func minValuesOf(nc *scheduling.NodeClaim, key string) *int {
+	for _, r := range nc.Requirements {
+		if r.Key == key {
+			return r.MinValues
+		}
+	}
+	return nil
+}
+
+func TestPolicyOptions(t *testing.T) {
+	if o, err := scheduling.PolicyOptions("Ignore", "BestEffort"); err != nil || !o.IgnorePreferences || !o.MinValuesBestEffort {
+		t.Errorf("Ignore, BestEffort: %+v %v", o, err)
+	}
+	if o, err := scheduling.PolicyOptions("Respect", "Strict"); err != nil || o.IgnorePreferences || o.MinValuesBestEffort {
+		t.Errorf("Respect, Strict: %+v %v", o, err)
+	}
+	for _, bad := range [][2]string{{"respect", "Strict"}, {"Respect", "Loose"}} {
+		if _, err := scheduling.PolicyOptions(bad[0], bad[1]); err == nil || !strings.Contains(err.Error(), "want") {
+			t.Errorf("%v accepted (%v)", bad, err)
+		}
+	}
+}

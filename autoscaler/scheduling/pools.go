@@ -161,7 +161,9 @@ type poolState struct {
 	// can take the pool past the limit.
 	costLimit float64
 	cost      float64
-	minValues []minValue
+	// minValues hold packing back (Strict); relaxed are the pool's minValues under
+	// Options.MinValuesBestEffort, which only the NodeClaims' requirements carry.
+	minValues, relaxed []minValue
 	// invalid explains why the pool can launch nothing.
 	invalid string
 	// dsPorts: a daemonset of some type uses a host port.
@@ -568,7 +570,12 @@ func (s *poolSet) poolRequirements(p *poolState, tmpl *karpv1.NodeClaimTemplate)
 	for _, r := range tmpl.Spec.Requirements {
 		rq := newReq(r.Key, r.Operator, r.Values)
 		if r.MinValues != nil {
-			p.minValues = append(p.minValues, minValue{key: r.Key, min: *r.MinValues})
+			mv := minValue{key: r.Key, min: *r.MinValues}
+			if s.in.Options.MinValuesBestEffort {
+				p.relaxed = append(p.relaxed, mv)
+			} else {
+				p.minValues = append(p.minValues, mv)
+			}
 		}
 		switch {
 		case r.Key == labelZone:

@@ -408,7 +408,7 @@ func (s *solver) keepCounted(b *bin, p *poolState, opts []opt, prices []float64)
 		}
 	}
 	for _, mv := range p.minValues {
-		if s.distinct(p, kept, mv.key) < mv.min {
+		if distinctValues(p, kept, mv.key) < mv.min {
 			return opts
 		}
 	}
@@ -512,12 +512,19 @@ func (s *solver) labelTemplate(nc *NodeClaim, b *bin, p *poolState, ti int) map[
 
 // claimRequirements sets the NodeClaim's requirements: pool, instance types, zones, capacity
 // types, the pool-defined labels the bin decided (keys), and the values of each minValues key
-// among the options.
+// among the options. A relaxed minValues (best effort) is lowered to the values the options
+// have, and the NodeClaim says so.
 func claimRequirements(nc *NodeClaim, b *bin, p *poolState, opts []opt, names, keys []string) {
+	all := append(slices.Clip(p.minValues), p.relaxed...)
 	minOf := func(key string) *int {
-		for _, mv := range p.minValues {
+		for _, mv := range all {
 			if mv.key == key {
 				v := mv.min
+				if slices.ContainsFunc(p.relaxed, func(r minValue) bool { return r.key == key }) {
+					if n := distinctValues(p, opts, key); n < v {
+						v, nc.MinValuesRelaxed = n, true
+					}
+				}
 				return &v
 			}
 		}
@@ -535,7 +542,7 @@ func claimRequirements(nc *NodeClaim, b *bin, p *poolState, opts []opt, names, k
 			add(r.Key, r.Operator, r.Values)
 		}
 	}
-	for _, mv := range p.minValues {
+	for _, mv := range all {
 		if mv.key == labelInstanceType || hasKey(b.customKeys(), mv.key) {
 			continue
 		}
@@ -562,7 +569,8 @@ type opt struct {
 	price float64
 }
 
-func (s *solver) distinct(p *poolState, opts []opt, key string) int {
+// distinctValues counts the values the options' types have for the label key.
+func distinctValues(p *poolState, opts []opt, key string) int {
 	seen := map[string]bool{}
 	for _, o := range opts {
 		if v, ok := p.types[o.t].it.Labels[key]; ok {

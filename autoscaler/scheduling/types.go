@@ -61,6 +61,10 @@ type Options struct {
 	// IgnorePreferences treats preferred node affinity, preferred pod (anti-)affinity and
 	// ScheduleAnyway topology spread as absent.
 	IgnorePreferences bool
+	// MinValuesBestEffort is Karpenter's MIN_VALUES_POLICY=BestEffort: minValues do not hold
+	// packing back; a NodeClaim lists what its pods leave and lowers a minValues it cannot meet
+	// to what it has (MinValuesRelaxed). Otherwise (Strict) minValues hold.
+	MinValuesBestEffort bool
 	// MaxInstanceTypes caps the instance types listed per NodeClaim; 0 means 60.
 	MaxInstanceTypes int
 	// CostLimitSlack is, per NodePool, what the nodes a disruption would remove cost ($/h,
@@ -138,6 +142,9 @@ type NodeClaim struct {
 	// will run on the node (its cheapest option) request.
 	PodRequests       catalog.Resources
 	DaemonSetRequests catalog.Resources
+	// MinValuesRelaxed: a minValues of the pool was lowered to what the NodeClaim's options
+	// offer (Options.MinValuesBestEffort).
+	MinValuesRelaxed bool
 }
 
 // InstanceTypeOption is one instance type a NodeClaim may launch as.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/karpool/karpool/autoscaler/catalog"
 	"github.com/karpool/karpool/autoscaler/disruption"
+	"github.com/karpool/karpool/autoscaler/scheduling"
 	"github.com/karpool/karpool/internal/featuregates"
 	"github.com/karpool/karpool/internal/operator"
 	"github.com/karpool/karpool/internal/switchover"
@@ -32,7 +33,9 @@ type controllerFlags struct {
 	minSavings  string
 	gates       string
 	leases      string
-	cfg         operator.Config
+	// preferences and minValues are PREFERENCE_POLICY and MIN_VALUES_POLICY.
+	preferences, minValues string
+	cfg                    operator.Config
 }
 
 func newControllerCommand() *cobra.Command {
@@ -99,6 +102,8 @@ with Karpenter's messages ("launched nodeclaim", ...). Metrics are served on
 	fl.BoolVar(&f.cfg.DisruptionDryRun, "disruption-dry-run", false, "decide disruptions as usual but only report them (DisruptionDryRun events, log lines); taint and delete nothing")
 	fl.StringVar(&f.minSavings, "consolidation-min-savings", "", `least a consolidation must save: "10%", USD per hour "0.05", or both "10%,0.05"; NodePools may override it with the karpool.dev/consolidation-min-savings annotation (default: any saving, as Karpenter)`)
 	env.StringVar(&f.gates, "feature-gates", "FEATURE_GATES", "", `optional behaviours, Karpenter's format: "SpotToSpotConsolidation=true" (spot nodes replaced by cheaper spot nodes), "StaticCapacity=true" (static NodePools keep spec.replicas nodes), "NodeOverlay=true" (NodeOverlays change prices and extended resources), "NodeRepair=true" (unhealthy nodes replaced); Karpenter's other gates are accepted when off and refused when turned on, as karpool does not implement them`)
+	env.StringVar(&f.preferences, "preference-policy", "PREFERENCE_POLICY", scheduling.PreferencesRespect, `how pods' preferences (preferred node and pod affinity, ScheduleAnyway topology spread) are treated: "Respect" (tried, then relaxed) or "Ignore"`)
+	env.StringVar(&f.minValues, "min-values-policy", "MIN_VALUES_POLICY", scheduling.MinValuesStrict, `"Strict": a NodeClaim that cannot list minValues distinct values launches nothing and its pods wait; "BestEffort": it launches with what there is, its minValues lowered and the NodeClaim annotated karpenter.sh/nodeclaim-min-values-relaxed=true`)
 	fl.StringVar(&f.cfg.EventsAddr, "events-addr", "", "Flux notification-controller address (Flux's --events-addr, e.g. http://notification-controller.flux-system.svc.cluster.local./): every PoolSync event is also sent there, for Flux Alerts; empty: none")
 	env.StringVar(&f.logLevel, "log-level", "LOG_LEVEL", "info", "debug, info or error")
 	return cmd
@@ -143,6 +148,9 @@ func runController(ctx context.Context, f controllerFlags) error {
 		return usageError{fmt.Errorf("--feature-gates: %w", err)}
 	}
 	f.cfg.Gates = gates
+	if f.cfg.Scheduling, err = scheduling.PolicyOptions(f.preferences, f.minValues); err != nil {
+		return usageError{fmt.Errorf("--preference-policy / --min-values-policy: %w", err)}
+	}
 	if f.cfg.KarpenterLeases, err = switchover.ParseLeases(f.leases); err != nil {
 		return usageError{fmt.Errorf("--karpenter-leases: %w", err)}
 	}

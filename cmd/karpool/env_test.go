@@ -25,6 +25,8 @@ func TestControllerReadsKarpentersEnvironment(t *testing.T) {
 		"METRICS_PORT":               {"metrics-bind-address", "9090", "127.0.0.1:9090"},
 		"HEALTH_PROBE_PORT":          {"health-probe-bind-address", "9091", "127.0.0.1:9091"},
 		"DISABLE_LEADER_ELECTION":    {"leader-elect", "true", "false"},
+		"PREFERENCE_POLICY":          {"preference-policy", "Ignore", "Ignore"},
+		"MIN_VALUES_POLICY":          {"min-values-policy", "BestEffort", "BestEffort"},
 	}
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	for key, e := range env {

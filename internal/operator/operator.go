@@ -37,6 +37,7 @@ import (
 	"github.com/karpool/karpool/autoscaler/cloud/aws/nodeclass"
 	"github.com/karpool/karpool/autoscaler/disruption"
 	"github.com/karpool/karpool/autoscaler/metrics"
+	"github.com/karpool/karpool/autoscaler/scheduling"
 	"github.com/karpool/karpool/autoscaler/simulate"
 	"github.com/karpool/karpool/internal/featuregates"
 	"github.com/karpool/karpool/internal/switchover"
@@ -79,6 +80,8 @@ type Config struct {
 	DisruptionValidationDelay time.Duration
 	// Gates are the feature gates (--feature-gates, Karpenter's FEATURE_GATES).
 	Gates featuregates.Gates
+	// Scheduling holds the scheduler settings (PREFERENCE_POLICY, MIN_VALUES_POLICY).
+	Scheduling scheduling.Options
 	// EventsAddr is Flux's notification-controller, which then receives every PoolSync event
 	// (Flux's --events-addr); empty: none is sent.
 	EventsAddr string
@@ -178,7 +181,7 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	if err := autoscaler.Setup(ctx, mgr, autoscaler.Options{
 		Provider: provider, Region: cfg.AWS.Region,
 		BatchIdle: cfg.BatchIdle, BatchMax: cfg.BatchMax, RegistrationTTL: cfg.RegistrationTTL, GCInterval: cfg.GCInterval,
-		DisruptionDryRun: cfg.DisruptionDryRun, MinSavings: cfg.MinSavings, Gates: cfg.Gates,
+		DisruptionDryRun: cfg.DisruptionDryRun, MinSavings: cfg.MinSavings, Gates: cfg.Gates, Scheduling: cfg.Scheduling,
 		DisruptionValidationDelay: cfg.DisruptionValidationDelay,
 		Registry:                  crmetrics.Registry,
 	}); err != nil {

@@ -1159,11 +1159,29 @@ func (c *checker) checkClaims() {
 					vals[v] = true
 				}
 			}
-			if len(vals) < *r.MinValues {
+			switch {
+			case len(vals) >= *r.MinValues:
+			case c.in.Options.MinValuesBestEffort:
+				// Best effort lowers the NodeClaim's minValues to what it lists, and says so.
+				if got := claimMinValues(nc, r.Key); !nc.MinValuesRelaxed || got == nil || *got != len(vals) {
+					c.fail("nodeclaim %s: %d values of %s among its instance types, minValues %d not relaxed to them (relaxed %v, requirement %v)",
+						nc.Name, len(vals), r.Key, *r.MinValues, nc.MinValuesRelaxed, got)
+				}
+			default:
 				c.fail("nodeclaim %s: %d values of %s among its instance types, minValues %d", nc.Name, len(vals), r.Key, *r.MinValues)
 			}
 		}
 	}
+}
+
+// claimMinValues is the minValues of the NodeClaim's requirement on key.
+func claimMinValues(nc *scheduling.NodeClaim, key string) *int {
+	for _, r := range nc.Requirements {
+		if r.Key == key {
+			return r.MinValues
+		}
+	}
+	return nil
 }
 
 func setOf(v []string) map[string]bool {

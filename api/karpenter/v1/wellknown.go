@@ -34,6 +34,10 @@ const AnnotationDoNotDisrupt = "karpenter.sh/do-not-disrupt"
 // it replaces an unhealthy node.
 const AnnotationTerminationTimestamp = "karpenter.sh/nodeclaim-termination-timestamp"
 
+// AnnotationMinValuesRelaxed on a NodeClaim is "true" when the scheduler lowered one of its
+// minValues to what its instance types offer (MIN_VALUES_POLICY=BestEffort), "false" otherwise.
+const AnnotationMinValuesRelaxed = "karpenter.sh/nodeclaim-min-values-relaxed"
+
 // TerminationFinalizer is the finalizer karpool keeps on NodeClaims and nodes until the instance
 // is gone.
 const TerminationFinalizer = "karpenter.sh/termination"
