@@ -299,6 +299,27 @@ func appendPodTerm(buf []byte, t *corev1.PodAffinityTerm) []byte {
 	return append(buf, 3)
 }
 
+// draReason is why a pod with ResourceClaims gets no node: as Karpenter (IGNORE_DRA_REQUESTS,
+// its default), karpool does not model Dynamic Resource Allocation, and a node launched for such
+// a pod might have none of the devices it claims.
+const draReason = "the pod has Dynamic Resource Allocation requirements (ResourceClaims), which karpool does not provision for, as Karpenter"
+
+// HasResourceClaims reports whether a pod spec claims resources through Dynamic Resource
+// Allocation: at the pod level or in any container.
+func HasResourceClaims(spec *corev1.PodSpec) bool {
+	if len(spec.ResourceClaims) > 0 {
+		return true
+	}
+	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range cs {
+			if len(cs[i].Resources.Claims) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // buildClasses groups the pending pods into classes.
 func (s *classSet) buildClasses() {
 	s.vols = newVolumeIndex(s.in)
@@ -316,6 +337,10 @@ func (s *classSet) buildClasses() {
 		if len(pod.Spec.Volumes) > 0 {
 			vols, volWhy = s.vols.volumeTerms(pod)
 			buf = appendVolumeKey(buf, vols, volWhy)
+		}
+		if HasResourceClaims(&pod.Spec) {
+			volWhy = draReason
+			buf = append(buf, 4, 'D')
 		}
 		c, ok := idx[string(buf)]
 		if !ok {

@@ -736,3 +736,33 @@ func TestPolicyOptions(t *testing.T) {
 		}
 	}
 }
+
+// As Karpenter (IGNORE_DRA_REQUESTS, its default): a pod with ResourceClaims, at the pod level
+// or in a container, gets no node and says why; a daemonset with claims adds no overhead.
+func TestResourceClaimsIgnored(t *testing.T) {
+	podClaim := pods("gpu", 1, "1", "1Gi", func(p *corev1.Pod) {
+		p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr("gpu-claim")}}
+	})
+	containerClaim := pods("ctr", 1, "1", "1Gi", func(p *corev1.Pod) {
+		p.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
+	})
+	plain := pods("plain", 1, "1", "1Gi")
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "dra-agent", Namespace: "kube-system"}}
+	ds.Spec.Template.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "x", ResourceClaimName: ptr("x")}}
+	ds.Spec.Template.Spec.Containers = []corev1.Container{{Name: "a", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("1")}}}}
+	in := &scheduling.Input{Pods: append(append(podClaim, containerClaim...), plain...), Pools: []scheduling.Pool{pool("default")},
+		DaemonSets: []*appsv1.DaemonSet{ds}}
+	res := solve(t, in)
+	if len(res.Unschedulable) != 2 || len(res.NodeClaims) != 1 || len(res.NodeClaims[0].Pods) != 1 || res.NodeClaims[0].Pods[0].Name != plain[0].Name {
+		t.Fatalf("%d unschedulable, %d NodeClaims; want the two claiming pods pending and one node for the plain pod", len(res.Unschedulable), len(res.NodeClaims))
+	}
+	for _, u := range res.Unschedulable {
+		if !strings.Contains(u.Reason, "Dynamic Resource Allocation") {
+			t.Errorf("%s: reason %q", u.Pod.Name, u.Reason)
+		}
+	}
+	if got := res.NodeClaims[0].DaemonSetRequests[catalog.CPU]; got != 0 {
+		t.Errorf("daemonset overhead %dm cpu, want none from the daemonset with claims", got)
+	}
+}

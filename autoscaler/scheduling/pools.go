@@ -758,7 +758,9 @@ func (s *poolSet) daemonsFor(p *poolState) []*daemon {
 func (s *poolSet) allDaemons() []*daemon {
 	if s.daemons == nil {
 		for _, ds := range s.in.DaemonSets {
-			if ds == nil {
+			// A daemonset with ResourceClaims adds nothing to a node's overhead (Karpenter's rule:
+			// its claims are not modelled).
+			if ds == nil || HasResourceClaims(&ds.Spec.Template.Spec) {
 				continue
 			}
 			pod := &corev1.Pod{Spec: ds.Spec.Template.Spec}

@@ -35,7 +35,9 @@ type controllerFlags struct {
 	leases      string
 	// preferences and minValues are PREFERENCE_POLICY and MIN_VALUES_POLICY.
 	preferences, minValues string
-	cfg                    operator.Config
+	// ignoreDRA is IGNORE_DRA_REQUESTS: only Karpenter's default (true) is implemented.
+	ignoreDRA bool
+	cfg       operator.Config
 }
 
 func newControllerCommand() *cobra.Command {
@@ -104,6 +106,11 @@ with Karpenter's messages ("launched nodeclaim", ...). Metrics are served on
 	env.StringVar(&f.gates, "feature-gates", "FEATURE_GATES", "", `optional behaviours, Karpenter's format: "SpotToSpotConsolidation=true" (spot nodes replaced by cheaper spot nodes), "StaticCapacity=true" (static NodePools keep spec.replicas nodes), "NodeOverlay=true" (NodeOverlays change prices and extended resources), "NodeRepair=true" (unhealthy nodes replaced); Karpenter's other gates are accepted when off and refused when turned on, as karpool does not implement them`)
 	env.StringVar(&f.preferences, "preference-policy", "PREFERENCE_POLICY", scheduling.PreferencesRespect, `how pods' preferences (preferred node and pod affinity, ScheduleAnyway topology spread) are treated: "Respect" (tried, then relaxed) or "Ignore"`)
 	env.StringVar(&f.minValues, "min-values-policy", "MIN_VALUES_POLICY", scheduling.MinValuesStrict, `"Strict": a NodeClaim that cannot list minValues distinct values launches nothing and its pods wait; "BestEffort": it launches with what there is, its minValues lowered and the NodeClaim annotated karpenter.sh/nodeclaim-min-values-relaxed=true`)
+	ignoreDRA := true
+	if v, ok := env.envBool("IGNORE_DRA_REQUESTS"); ok {
+		ignoreDRA = v
+	}
+	fl.BoolVar(&f.ignoreDRA, "ignore-dra-requests", ignoreDRA, "pods with Dynamic Resource Allocation claims get no node, as with Karpenter's default (env IGNORE_DRA_REQUESTS); false, Karpenter's DRA alpha, is refused: karpool does not model devices")
 	fl.StringVar(&f.cfg.EventsAddr, "events-addr", "", "Flux notification-controller address (Flux's --events-addr, e.g. http://notification-controller.flux-system.svc.cluster.local./): every PoolSync event is also sent there, for Flux Alerts; empty: none")
 	env.StringVar(&f.logLevel, "log-level", "LOG_LEVEL", "info", "debug, info or error")
 	return cmd
@@ -148,8 +155,11 @@ func runController(ctx context.Context, f controllerFlags) error {
 		return usageError{fmt.Errorf("--feature-gates: %w", err)}
 	}
 	f.cfg.Gates = gates
+	if !f.ignoreDRA {
+		return usageError{errors.New("--ignore-dra-requests=false (IGNORE_DRA_REQUESTS=false) is Karpenter's DRA alpha, which karpool does not implement: leave it true")}
+	}
 	if f.cfg.Scheduling, err = scheduling.PolicyOptions(f.preferences, f.minValues); err != nil {
-		return usageError{fmt.Errorf("--preference-policy / --min-values-policy: %w", err)}
+		return usageError{fmt.Errorf("--preference-policy (PREFERENCE_POLICY) / --min-values-policy (MIN_VALUES_POLICY): %w", err)}
 	}
 	if f.cfg.KarpenterLeases, err = switchover.ParseLeases(f.leases); err != nil {
 		return usageError{fmt.Errorf("--karpenter-leases: %w", err)}

@@ -27,6 +27,7 @@ func TestControllerReadsKarpentersEnvironment(t *testing.T) {
 		"DISABLE_LEADER_ELECTION":    {"leader-elect", "true", "false"},
 		"PREFERENCE_POLICY":          {"preference-policy", "Ignore", "Ignore"},
 		"MIN_VALUES_POLICY":          {"min-values-policy", "BestEffort", "BestEffort"},
+		"IGNORE_DRA_REQUESTS":        {"ignore-dra-requests", "false", "false"},
 	}
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	for key, e := range env {
@@ -78,6 +79,9 @@ func TestBadEnvironmentIsAUsageError(t *testing.T) {
 		"METRICS_PORT":               "http",
 		"VM_MEMORY_OVERHEAD_PERCENT": "7.5%",
 		"DISABLE_LEADER_ELECTION":    "yes please",
+		"IGNORE_DRA_REQUESTS":        "false",
+		"PREFERENCE_POLICY":          "Sometimes",
+		"MIN_VALUES_POLICY":          "Loose",
 	} {
 		t.Run(key, func(t *testing.T) {
 			t.Setenv(key, value)

@@ -282,7 +282,7 @@ func (c *checker) daemonOverhead(n *corev1.Node, taints []corev1.Taint) map[core
 func (c *checker) daemonsOn(n *corev1.Node, taints []corev1.Taint) []*corev1.Pod {
 	var out []*corev1.Pod
 	for _, ds := range c.in.DaemonSets {
-		if ds == nil {
+		if ds == nil || scheduling.HasResourceClaims(&ds.Spec.Template.Spec) {
 			continue
 		}
 		pod := &corev1.Pod{Spec: *ds.Spec.Template.Spec.DeepCopy()}
@@ -625,6 +625,9 @@ func (c *checker) checkAccounting() {
 		seen[b.Pod]++
 		if _, ok := c.nodes[b.Node]; !ok {
 			c.fail("pod %s bound to unknown node %s", podName(b.Pod), b.Node)
+		}
+		if scheduling.HasResourceClaims(&b.Pod.Spec) {
+			c.fail("pod %s has ResourceClaims, which are not provisioned for, but was placed on %s", podName(b.Pod), b.Node)
 		}
 		if b.NodeClaim >= 0 {
 			if b.NodeClaim >= len(c.res.NodeClaims) || c.res.NodeClaims[b.NodeClaim].Name != b.Node {
@@ -1288,7 +1291,7 @@ func (c *checker) checkUnschedulable() {
 			break
 		}
 		p := u.Pod
-		if unknownResource(p) {
+		if unknownResource(p) || scheduling.HasResourceClaims(&p.Spec) {
 			continue
 		}
 		for _, n := range c.order {
