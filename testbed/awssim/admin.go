@@ -255,6 +255,22 @@ func (s *Server) TerminateByAWS(instanceID string) error {
 	return nil
 }
 
+// SetSubnetFreeAddresses sets the available IPv4 address count of the zone's subnets, as if
+// other workloads had taken the rest: launches beyond it fail with
+// InsufficientFreeAddressesInSubnet. It returns the subnets' ids.
+func (s *Server) SetSubnetFreeAddresses(zone string, n int32) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []string
+	for _, sn := range s.st.subnets {
+		if aws.ToString(sn.AvailabilityZone) == zone {
+			sn.AvailableIpAddressCount = aws.Int32(n)
+			ids = append(ids, aws.ToString(sn.SubnetId))
+		}
+	}
+	return ids
+}
+
 // SetSpotPrice overrides the spot price of a type in a zone ("" = every zone).
 func (s *Server) SetSpotPrice(instanceType, zone string, price float64) {
 	s.mu.Lock()

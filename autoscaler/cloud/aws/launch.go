@@ -153,7 +153,37 @@ func (p *Provider) InstanceTypes(ctx context.Context, nc *awsv1.EC2NodeClass) ([
 		opts.Zones = append(opts.Zones, s.Zone)
 	}
 	p.instanceTypes.RefreshIfDue(ctx)
-	return p.withReservations(nc, p.instanceTypes.List(opts, p.opts.Now())), nil
+	now := p.opts.Now()
+	its := p.withReservations(nc, p.instanceTypes.List(opts, now))
+	return withoutZones(its, fullZones(subnets, p.fullSubnets.ByZone(subnets, now))), nil
+}
+
+// fullZones are the zones of the subnets that have no subnet left to launch into.
+func fullZones(subnets []network.Subnet, open map[string]network.Subnet) map[string]bool {
+	full := map[string]bool{}
+	for _, s := range subnets {
+		if _, ok := open[s.Zone]; !ok {
+			full[s.Zone] = true
+		}
+	}
+	return full
+}
+
+// withoutZones marks the offerings in the zones unavailable, on copies of the offering lists.
+func withoutZones(its []catalog.InstanceType, zones map[string]bool) []catalog.InstanceType {
+	if len(zones) == 0 {
+		return its
+	}
+	for i := range its {
+		offs := slices.Clone(its[i].Offerings)
+		for j := range offs {
+			if zones[offs[j].Zone] {
+				offs[j].Available = false
+			}
+		}
+		its[i].Offerings = offs
+	}
+	return its
 }
 
 // Create implements cloud.CloudProvider with one CreateFleet request of type instant whose
@@ -174,17 +204,21 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim, nc *awsv
 	// Launches use the instance types and prices last discovered (InstanceTypes refreshes
 	// them), so that a launch never waits for a full read of the price lists.
 	its := p.withReservations(nc, p.instanceTypes.List(r.opts, now))
+	// Each zone launches into its subnet with the most free addresses; a zone whose subnets are
+	// all full is not tried.
+	subnetByZone := p.fullSubnets.ByZone(r.subnets, now)
 	zones := map[string]bool{}
-	subnetByZone := map[string]network.Subnet{}
-	for _, s := range r.subnets {
-		zones[s.Zone] = true
-		if cur, ok := subnetByZone[s.Zone]; !ok || s.FreeIPs > cur.FreeIPs {
-			subnetByZone[s.Zone] = s
-		}
+	for z := range subnetByZone {
+		zones[z] = true
 	}
 	capacityType, opts := launchOptions(claim, its, zones)
 	opts = slices.DeleteFunc(opts, func(o option) bool { _, ok := imageFor(r.images, o.it); return !ok })
 	if len(opts) == 0 {
+		if gone := unavailableOptions(claim, its, r.subnets); len(gone) > 0 {
+			// As Karpenter: options exist but are all unavailable now (insufficient capacity,
+			// or zones whose subnets are full), so the NodeClaim makes way for a new plan.
+			return nil, &cloud.InsufficientCapacityError{NodeClaim: claim.Name, Offerings: gone}
+		}
 		return nil, fmt.Errorf("nodeclaim %s: no instance type satisfies its requirements and requests in the zones of EC2NodeClass %s (%s) with an available offering and a matching AMI",
 			claim.Name, nc.Name, strings.Join(slices.Sorted(maps.Keys(zones)), ", "))
 	}
@@ -207,6 +241,29 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim, nc *awsv
 		return nil, fmt.Errorf("nodeclaim %s: CreateFleet: %w", claim.Name, err)
 	}
 	return p.fleetResult(l, out, now)
+}
+
+// unavailableOptions lists, as "type/zone/capacity-type" (at most maxOverrides), the options
+// the NodeClaim would have if every offering were available and every subnet had room.
+func unavailableOptions(claim *karpv1.NodeClaim, its []catalog.InstanceType, subnets []network.Subnet) []string {
+	zones := map[string]bool{}
+	for _, s := range subnets {
+		zones[s.Zone] = true
+	}
+	all := make([]catalog.InstanceType, len(its))
+	for i := range its {
+		all[i] = its[i]
+		all[i].Offerings = slices.Clone(its[i].Offerings)
+		for j := range all[i].Offerings {
+			all[i].Offerings[j].Available = true
+		}
+	}
+	_, opts := launchOptions(claim, all, zones)
+	var out []string
+	for _, o := range opts[:min(len(opts), maxOverrides)] {
+		out = append(out, o.it.Name+"/"+o.offering.Zone+"/"+o.offering.CapacityType)
+	}
+	return out
 }
 
 // fleetLaunch is one CreateFleet request for a NodeClaim: its options, all of one capacity
@@ -347,6 +404,9 @@ func (p *Provider) fleetResult(l *fleetLaunch, out *ec2.CreateFleetOutput, now t
 			p.reservations.MarkExhausted(opt.offering.ReservationID)
 		default:
 			p.opts.Unavailable.Mark(it, zone, l.capacityType, now.Add(UnavailableFor))
+		}
+		if code == "InsufficientFreeAddressesInSubnet" && e.LaunchTemplateAndOverrides != nil && e.LaunchTemplateAndOverrides.Overrides != nil {
+			p.fullSubnets.Mark(aws.ToString(e.LaunchTemplateAndOverrides.Overrides.SubnetId), now.Add(UnavailableFor))
 		}
 		failed = append(failed, it+"/"+zone+"/"+l.capacityType)
 	}

@@ -87,7 +87,9 @@ type Provider struct {
 
 	// The providers of the classes' AWS resources, one per concern. The instance profiles are
 	// written by the class controller only.
-	network       *network.Provider
+	network *network.Provider
+	// fullSubnets are the subnets recently found without a free address.
+	fullSubnets   network.FullSubnets
 	amis          *amifamily.Provider
 	instanceTypes *instancetype.Provider
 	profiles      *instanceprofile.Provider

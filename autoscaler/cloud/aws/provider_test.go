@@ -319,6 +319,56 @@ func TestInsufficientCapacityFallsBackToNextCheapest(t *testing.T) {
 	}
 }
 
+// Karpenter v1.6: a launch refused for lack of addresses marks the subnet full; a zone whose
+// subnets are all full offers nothing to the scheduler, and later launches leave it out.
+func TestZoneWithoutFreeAddressesIsAvoided(t *testing.T) {
+	e := newEnv(t)
+	inA := func(name string) *karpv1.NodeClaim {
+		nc := workshopClaim(name)
+		nc.Spec.Requirements = append(nc.Spec.Requirements, karpv1.NodeSelectorRequirementWithMinValues{
+			Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"us-east-1a"}})
+		return nc
+	}
+	// The first launch resolves the subnets while they have room (the resolution is reused).
+	if _, err := e.p.Create(e.ctx, inA("default-ip00"), e.class); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.SetSubnetFreeAddresses("us-east-1a", 0)
+	_, err := e.p.Create(e.ctx, inA("default-ip01"), e.class)
+	var ice *cloud.InsufficientCapacityError
+	if !errors.As(err, &ice) {
+		t.Fatalf("launch into the full zone: %v, want an InsufficientCapacityError", err)
+	}
+	// Addresses come back, but the subnet stays full for the mark's few minutes, as in Karpenter.
+	e.srv.SetSubnetFreeAddresses("us-east-1a", 100)
+	its, err := e.p.InstanceTypes(e.ctx, e.class)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range its {
+		for _, o := range it.Offerings {
+			if (o.Zone == "us-east-1a") == o.Available && o.CapacityType != catalog.CapacityTypeReserved {
+				t.Fatalf("%s %s/%s available=%v; want us-east-1a unavailable and the other zones available", it.Name, o.Zone, o.CapacityType, o.Available)
+			}
+		}
+	}
+	got, err := e.p.Create(e.ctx, workshopClaim("default-ip02"), e.class)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if z := got.Labels[corev1.LabelTopologyZone]; z == "us-east-1a" {
+		t.Errorf("launched in %s, whose subnets have no free address", z)
+	}
+	fleets := calls(e.srv, "CreateFleet")
+	for _, cfg := range fleets[len(fleets)-1].Input.(*ec2.CreateFleetInput).LaunchTemplateConfigs {
+		for _, o := range cfg.Overrides {
+			if o.AvailabilityZone != nil && aws.ToString(o.AvailabilityZone) == "us-east-1a" {
+				t.Errorf("the next fleet still asks for us-east-1a: %+v", o)
+			}
+		}
+	}
+}
+
 func TestThrottlingConvergesWithoutDuplicates(t *testing.T) {
 	e := newEnv(t)
 	e.srv.SetFaults(awssim.Faults{ThrottleRate: 0.3})
