@@ -61,6 +61,7 @@ func (c *Controller) consolidate(ctx context.Context, snap *state.Cluster, now t
 		return c.advance(ctx, snap, now)
 	}
 	drift := drifted(snap)
+	c.addTypeDrift(snap, drift)
 	c.addCloudDrift(ctx, snap, drift)
 	if c.metrics != nil {
 		c.metrics.EligibleNodes.WithLabelValues(eligibleReason(karpv1.DisruptionReasonDrifted)).Set(float64(len(drift)))
@@ -73,6 +74,7 @@ func (c *Controller) consolidate(ctx context.Context, snap *state.Cluster, now t
 		return nil
 	}
 	pools, _ := c.opts.Simulator.Pools(ctx, snap)
+	c.judgeTypes(snap, pools, now)
 	simulate := func(nodes map[string]bool) *scheduling.Result {
 		return c.opts.Simulator.SimulateWithout(snap, pools, nodes)
 	}

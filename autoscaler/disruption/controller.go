@@ -48,6 +48,8 @@ type Controller struct {
 	wrote time.Time
 	// clouds keeps the last cloud drift answer per NodeClaim.
 	clouds map[string]cloudCheck
+	// typesGone holds the NodeClaims whose instance type went (typedrift.go), as last judged.
+	typesGone map[string]Verdict
 	// badDoNotDisrupt remembers the pods warned about an unreadable do-not-disrupt value (and
 	// the value), so each is warned about once.
 	badDoNotDisrupt map[types.UID]string
