@@ -160,11 +160,7 @@ func notCandidate(c *state.Cluster, nc *karpv1.NodeClaim, node *corev1.Node, np 
 	if np.Spec.Disruption.ConsolidationPolicy == karpv1.ConsolidationPolicyWhenEmpty {
 		return Verdict{"WhenEmpty", "its NodePool's consolidationPolicy is WhenEmpty and pods run on it"}
 	}
-	initialized := state.Condition(nc, karpv1.ConditionTypeInitialized)
-	last := initialized.LastTransitionTime.Time
-	if nc.Status.LastPodEventTime.After(last) {
-		last = nc.Status.LastPodEventTime.Time
-	}
+	last, _ := state.QuietSince(nc) // notDisruptable checked it is initialized
 	if now.Sub(last) < *after {
 		return Verdict{"ConsolidateAfter", fmt.Sprintf("consolidateAfter (%s) has not passed since the last pod event, at %s",
 			*after, last.UTC().Format(time.RFC3339))}

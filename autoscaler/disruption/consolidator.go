@@ -30,6 +30,7 @@ const replacementTimeout = 10 * time.Minute
 type Simulator interface {
 	Pools(ctx context.Context, c *state.Cluster) ([]scheduling.Pool, map[string]string)
 	SimulateWithout(c *state.Cluster, pools []scheduling.Pool, nodes map[string]bool) *scheduling.Result
+	SimulateConsolidation(c *state.Cluster, pools []scheduling.Pool, nodes map[string]bool, now time.Time) *scheduling.Result
 	Replace(ctx context.Context, planned []scheduling.NodeClaim, pools []scheduling.Pool, reason string) ([]string, error)
 }
 
@@ -75,13 +76,17 @@ func (c *Controller) consolidate(ctx context.Context, snap *state.Cluster, now t
 	}
 	pools, _ := c.opts.Simulator.Pools(ctx, snap)
 	c.judgeTypes(snap, pools, now)
-	simulate := func(nodes map[string]bool) *scheduling.Result {
+	// Drift moves pods anywhere; consolidation not onto nodes within their consolidateAfter.
+	simulateDrift := func(nodes map[string]bool) *scheduling.Result {
 		return c.opts.Simulator.SimulateWithout(snap, pools, nodes)
+	}
+	simulate := func(nodes map[string]bool) *scheduling.Result {
+		return c.opts.Simulator.SimulateConsolidation(snap, pools, nodes, now)
 	}
 	prices := nodePrice(pools)
 	// Drift first, as in Karpenter: a rollout is not held up by savings.
 	_, driftBudget := c.tracker.budgets(snap, karpv1.DisruptionReasonDrifted, now)
-	if cmd, _ := driftCommand(snap, drift, driftBudget, prices, simulate, now); cmd != nil {
+	if cmd, _ := driftCommand(snap, drift, driftBudget, prices, simulateDrift, now); cmd != nil {
 		c.cons.pending = nil
 		return c.execute(ctx, cmd, pools, now)
 	}

@@ -37,6 +37,10 @@ func (r replacer) SimulateWithout(*state.Cluster, []scheduling.Pool, map[string]
 	return &scheduling.Result{}
 }
 
+func (r replacer) SimulateConsolidation(*state.Cluster, []scheduling.Pool, map[string]bool, time.Time) *scheduling.Result {
+	return &scheduling.Result{}
+}
+
 func (r replacer) Replace(ctx context.Context, planned []scheduling.NodeClaim, _ []scheduling.Pool, _ string) ([]string, error) {
 	var names []string
 	for i := range planned {

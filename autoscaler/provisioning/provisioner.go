@@ -354,7 +354,23 @@ func (p *Provisioner) input(c *state.Cluster, pools []scheduling.Pool) *scheduli
 // them. Disruption asks it whether nodes can go, and with what in their place; the pods still
 // on a draining node need room too, or the decision taken while a drain runs would not hold.
 func (p *Provisioner) SimulateWithout(c *state.Cluster, pools []scheduling.Pool, nodes map[string]bool) *scheduling.Result {
-	in := p.input(c, pools)
+	in, _ := p.without(c, pools, nodes)
+	return p.solve(in, metrics.ControllerDisruption)
+}
+
+// SimulateConsolidation is SimulateWithout for a consolidation move at now: as in Karpenter
+// v1.14, the pods moved off the named nodes may not land on a node still within its NodePool's
+// consolidateAfter (pods already pending, and those of nodes being deleted, may).
+func (p *Provisioner) SimulateConsolidation(c *state.Cluster, pools []scheduling.Pool, nodes map[string]bool, now time.Time) *scheduling.Result {
+	in, moved := p.without(c, pools, nodes)
+	keepMovedPodsOffSettling(c, in, moved, now)
+	return p.solve(in, metrics.ControllerDisruption)
+}
+
+// without is the engine's input with the named nodes, and those being deleted, gone: their pods
+// pending (copies; the snapshot's stay bound). moved are the copies of the named nodes' pods.
+func (p *Provisioner) without(c *state.Cluster, pools []scheduling.Pool, nodes map[string]bool) (in *scheduling.Input, moved []*corev1.Pod) {
+	in = p.input(c, pools)
 	gone := maps.Clone(nodes)
 	for _, nc := range c.NodeClaims {
 		if node := c.NodeFor(nc); node != nil && (nc.DeletionTimestamp != nil || node.DeletionTimestamp != nil) {
@@ -369,15 +385,18 @@ func (p *Provisioner) SimulateWithout(c *state.Cluster, pools []scheduling.Pool,
 		}
 		for _, pod := range n.Pods {
 			if pod.DeletionTimestamp == nil && state.Reschedulable(pod) {
-				moved := *pod // the snapshot's pod stays bound; the engine sees it pending
-				moved.Spec.NodeName = ""
-				in.Pods = append(in.Pods, &moved)
+				cp := *pod
+				cp.Spec.NodeName = ""
+				in.Pods = append(in.Pods, &cp)
+				if nodes[n.Node.Name] {
+					moved = append(moved, &cp)
+				}
 			}
 		}
 	}
 	in.Options.CostLimitSlack = freedCost(pools, in.Nodes, nodes)
 	in.Nodes = kept
-	return p.solve(in, metrics.ControllerDisruption)
+	return in, moved
 }
 
 // freedCost is, per NodePool, what the named nodes cost at the offerings they were bought as:

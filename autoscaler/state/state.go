@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -227,6 +228,21 @@ func (c *Cluster) ProvisionablePods() []*corev1.Pod {
 
 // Launched reports whether the NodeClaim's instance exists (status.providerID is set).
 func Launched(nc *karpv1.NodeClaim) bool { return nc.Status.ProviderID != "" }
+
+// QuietSince is when a pod last came to or left the NodeClaim's node (status.lastPodEventTime),
+// or when the NodeClaim was initialized if that is later: consolidateAfter counts from it. ok is
+// false while the NodeClaim is not initialized.
+func QuietSince(nc *karpv1.NodeClaim) (since time.Time, ok bool) {
+	initialized := Condition(nc, karpv1.ConditionTypeInitialized)
+	if initialized == nil || initialized.Status != metav1.ConditionTrue {
+		return time.Time{}, false
+	}
+	since = initialized.LastTransitionTime.Time
+	if nc.Status.LastPodEventTime.After(since) {
+		since = nc.Status.LastPodEventTime.Time
+	}
+	return since, true
+}
 
 // Condition returns the NodeClaim's condition of that type, or nil.
 func Condition(nc *karpv1.NodeClaim, t string) *karpv1.Condition {
