@@ -269,12 +269,14 @@ func TestDoNotDisruptGracePeriod(t *testing.T) {
 	for _, nc := range c.claims {
 		nc.Status.Conditions[0].LastTransitionTime = metav1.NewTime(t0.Add(-time.Hour))
 	}
-	for name, started := range map[string]time.Duration{"warm": 10 * time.Minute, "done": 40 * time.Minute, "bad": time.Hour} {
-		p := c.run(name, name+"-cache")
-		p.Annotations = map[string]string{karpv1.AnnotationDoNotDisrupt: "30m"}
-		p.Status.StartTime = &metav1.Time{Time: t0.Add(-started)}
+	for _, pod := range []struct {
+		node, value string
+		started     time.Duration
+	}{{"warm", "30m", 10 * time.Minute}, {"done", "30m", 40 * time.Minute}, {"bad", "soon", time.Hour}} {
+		p := c.run(pod.node, pod.node+"-cache")
+		p.Annotations = map[string]string{karpv1.AnnotationDoNotDisrupt: pod.value}
+		p.Status.StartTime = &metav1.Time{Time: t0.Add(-pod.started)}
 	}
-	c.pods[2].Annotations[karpv1.AnnotationDoNotDisrupt] = "soon"
 	cands, why := consolidationCandidates(c.snapshot(), func(*karpv1.NodeClaim) (float64, bool) { return 0.1, true }, t0)
 	if got := claimNames(cands); !slices.Equal(got, []string{"bad", "done"}) {
 		t.Errorf("candidates %v, want [bad done]", got)
