@@ -100,8 +100,8 @@ func TestRenderAllowedAccount(t *testing.T) {
 		t.Fatal(err, out)
 	}
 	var r struct {
-		NodeRoles        []struct{ Name string }
-		ControllerPolicy struct {
+		NodeRoles          []struct{ Name string }
+		ControllerPolicies []struct {
 			Document struct{ Statement []statement }
 		}
 	}
@@ -111,11 +111,15 @@ func TestRenderAllowedAccount(t *testing.T) {
 	if len(r.NodeRoles) != 1 || r.NodeRoles[0].Name != "KarpenterNodeRole-demo" {
 		t.Errorf("node roles %+v, want only the default", r.NodeRoles)
 	}
-	i := slices.IndexFunc(r.ControllerPolicy.Document.Statement, func(st statement) bool { return st.Sid == "PassNodeRolesToEC2" })
+	var all []statement
+	for _, p := range r.ControllerPolicies {
+		all = append(all, p.Document.Statement...)
+	}
+	i := slices.IndexFunc(all, func(st statement) bool { return st.Sid == "PassNodeRolesToEC2" })
 	if i < 0 {
 		t.Fatalf("no PassRole statement:\n%s", out)
 	}
-	if got := fmt.Sprint(r.ControllerPolicy.Document.Statement[i].Resource); got != "[arn:aws:iam::111122223333:role/KarpenterNodeRole-demo "+foreign+"]" {
+	if got := fmt.Sprint(all[i].Resource); got != "[arn:aws:iam::111122223333:role/KarpenterNodeRole-demo "+foreign+"]" {
 		t.Errorf("PassRole on %s", got)
 	}
 	if !strings.Contains(out, "warning: EC2NodeClass gpu spec.role "+foreign+" is a role of account 444455556666 (allowed)") {

@@ -119,6 +119,16 @@ func (d Document) JSON() string {
 	return string(data)
 }
 
+// Chars is the document's size as IAM counts it against its limits: the JSON without whitespace
+// outside strings.
+func (d Document) Chars() int {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, []byte(d.JSON())); err != nil {
+		return len(d.JSON())
+	}
+	return buf.Len()
+}
+
 // Parse reads a policy document (IAM returns them URL-decoded JSON) and checks its shape.
 func Parse(text string) (Document, error) {
 	var d Document

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -304,5 +307,42 @@ func TestInstanceProfileFromRole(t *testing.T) {
 	}
 	if _, err := ic.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(name)}); err == nil {
 		t.Errorf("profile %s still exists", name)
+	}
+}
+
+// implicitActions are the controller policy's actions no SDK call names: EC2 authorizes the
+// instances a CreateFleet launches as ec2:RunInstances, the tags it puts on them as
+// ec2:CreateTags, and the node role it gives them as iam:PassRole.
+var implicitActions = map[string]bool{"ec2:RunInstances": true, "ec2:CreateTags": true, "iam:PassRole": true}
+
+// The controller policy grants nothing the controller's code does not ask for: every action is
+// an operation the AWS code outside prereq (which runs with the operator's credentials) calls,
+// directly or through a paginator, or one of implicitActions.
+func TestControllerPolicyGrantsOnlyWhatIsCalled(t *testing.T) {
+	var src strings.Builder
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && path == "prereq":
+			return filepath.SkipDir
+		case d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go"):
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		src.Write(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := policycheck.ControllerPolicy(policycheck.Params{ClusterName: cluster, Region: "us-east-1", AccountID: "111122223333", NodeRole: nodeRole})
+	for _, st := range doc.Statement {
+		for _, action := range st.Action {
+			op := action[strings.Index(action, ":")+1:]
+			if !implicitActions[action] && !strings.Contains(src.String(), "."+op+"(") && !strings.Contains(src.String(), "New"+op+"Paginator(") {
+				t.Errorf("statement %s grants %s, which the controller never calls", st.Sid, action)
+			}
+		}
 	}
 }

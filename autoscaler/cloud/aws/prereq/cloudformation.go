@@ -165,11 +165,14 @@ func cfnResources(r *Resources) (map[string]any, []string, error) {
 	for _, p := range r.InstanceProfiles {
 		add("InstanceProfile"+logicalID(p.NodeClass), "AWS::IAM::InstanceProfile", map[string]any{"InstanceProfileName": p.Name, "Path": "/", "Roles": []string{p.Role}})
 	}
-	add("KarpenterControllerPolicy", "AWS::IAM::ManagedPolicy", map[string]any{"ManagedPolicyName": r.ControllerPolicy.Name, "Path": "/",
-		"PolicyDocument": r.ControllerPolicy.Document.JSON()})
+	var refs []any
+	for _, p := range r.ControllerPolicies {
+		id := p.ID()
+		add(id, "AWS::IAM::ManagedPolicy", map[string]any{"ManagedPolicyName": p.Name, "Path": "/", "PolicyDocument": p.Document.JSON()})
+		refs = append(refs, map[string]any{"Ref": id})
+	}
 	add("KarpenterControllerRole", "AWS::IAM::Role", map[string]any{"RoleName": r.ControllerRole.Name, "Path": r.ControllerRole.Path,
-		"AssumeRolePolicyDocument": r.ControllerRole.Trust, "ManagedPolicyArns": []any{map[string]any{"Ref": "KarpenterControllerPolicy"}},
-		"Tags": cfnTags(r.ControllerRole.Tags)})
+		"AssumeRolePolicyDocument": r.ControllerRole.Trust, "ManagedPolicyArns": refs, "Tags": cfnTags(r.ControllerRole.Tags)})
 	add("KarpenterInterruptionQueue", "AWS::SQS::Queue", map[string]any{"QueueName": r.Queue.Name,
 		"MessageRetentionPeriod": r.Queue.RetentionSeconds, "SqsManagedSseEnabled": r.Queue.ManagedSSE, "Tags": cfnTags(r.Queue.Tags)})
 	add("KarpenterInterruptionQueuePolicy", "AWS::SQS::QueuePolicy", map[string]any{"Queues": []any{map[string]any{"Ref": "KarpenterInterruptionQueue"}},

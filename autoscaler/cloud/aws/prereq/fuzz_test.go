@@ -207,7 +207,7 @@ func (sc scope) wildcards() map[string]bool {
 	for _, k := range []string{"image", "snapshot"} {
 		out[fmt.Sprintf("arn:%s:ec2:%s::%s/*", p, r, k)] = true
 	}
-	for _, k := range []string{"security-group", "subnet", "capacity-reservation", "placement-group", "launch-template", "fleet", "instance",
+	for _, k := range []string{"security-group", "subnet", "capacity-reservation", "launch-template", "fleet", "instance",
 		"volume", "network-interface", "spot-instances-request"} {
 		out[fmt.Sprintf("arn:%s:ec2:%s:*:%s/*", p, r, k)] = true
 	}
@@ -285,7 +285,12 @@ func checkDocuments(t *testing.T, in Settings, classes []awsv1.EC2NodeClass) {
 		return
 	}
 	sc := scopeOf(in, classes)
-	checkPolicy(t, "Render", r.ControllerPolicy.Document, sc)
+	checkPolicy(t, "Render", r.ControllerDocument(), sc)
+	for _, p := range r.ControllerPolicies {
+		if n := p.Document.Chars(); n > MaxPolicyChars {
+			t.Errorf("controller policy %s has %d characters, past IAM's %d", p.Name, n, MaxPolicyChars)
+		}
+	}
 	for _, st := range r.Queue.Policy.Statement {
 		if !slices.Equal(st.Resource, []string{sc.queueARN()}) {
 			t.Errorf("queue policy statement %s on %v, not only the queue %s", st.Sid, st.Resource, sc.queueARN())
@@ -319,9 +324,11 @@ func checkCloudFormation(t *testing.T, in Settings, classes []awsv1.EC2NodeClass
 	props := func(id string) map[string]any {
 		return evaluated["Resources"].(map[string]any)[id].(map[string]any)["Properties"].(map[string]any)
 	}
-	policy, err := iampolicy.Parse(props("KarpenterControllerPolicy")["PolicyDocument"].(string))
-	if err != nil || !iampolicy.Equal(policy, r.ControllerPolicy.Document) {
-		t.Errorf("the template's controller policy (%v) is not Render's:\n%s\nwant:\n%s", err, policy.JSON(), r.ControllerPolicy.Document.JSON())
+	for _, p := range r.ControllerPolicies {
+		policy, err := iampolicy.Parse(props(p.ID())["PolicyDocument"].(string))
+		if err != nil || !iampolicy.Equal(policy, p.Document) {
+			t.Errorf("the template's controller policy %s (%v) is not Render's:\n%s\nwant:\n%s", p.Name, err, policy.JSON(), p.Document.JSON())
+		}
 	}
 	raw, _ := json.Marshal(props("KarpenterInterruptionQueuePolicy")["PolicyDocument"])
 	if queue, err := iampolicy.Parse(string(raw)); err != nil || !iampolicy.Equal(queue, r.Queue.Policy) {
@@ -406,8 +413,15 @@ func checkTerraform(t *testing.T, r *Resources) {
 		}
 	}
 	walk(tf)
-	text := tf.(map[string]any)["resource"].(map[string]any)["aws_iam_policy"].(map[string]any)["controller"].(map[string]any)["policy"].(string)
-	if policy, err := iampolicy.Parse(unescape.Replace(text)); err != nil || !iampolicy.Equal(policy, r.ControllerPolicy.Document) {
-		t.Errorf("the Terraform controller policy (%v) is not Render's:\n%s", err, text)
+	policies := tf.(map[string]any)["resource"].(map[string]any)["aws_iam_policy"].(map[string]any)
+	if len(policies) != len(r.ControllerPolicies) {
+		t.Errorf("%d Terraform policies, want %d", len(policies), len(r.ControllerPolicies))
+	}
+	for _, p := range r.ControllerPolicies {
+		res := "controller_" + tfName(p.Concern)
+		text, _ := policies[res].(map[string]any)["policy"].(string)
+		if policy, err := iampolicy.Parse(unescape.Replace(text)); err != nil || !iampolicy.Equal(policy, p.Document) {
+			t.Errorf("the Terraform controller policy %s (%v) is not Render's:\n%s", res, err, text)
+		}
 	}
 }

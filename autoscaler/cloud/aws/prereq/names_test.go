@@ -49,7 +49,7 @@ func TestClassRoles(t *testing.T) {
 		}
 		want := []string{c.arn, "arn:aws:iam::111122223333:role/KarpenterNodeRole-demo"}
 		slices.Sort(want)
-		if got := statementFor(t, r.ControllerPolicy.Document, "iam:PassRole").Resource; !slices.Equal(got, want) {
+		if got := statementFor(t, r.ControllerDocument(), "iam:PassRole").Resource; !slices.Equal(got, want) {
 			t.Errorf("%s: PassRole on %v, want %v", c.role, got, want)
 		}
 		if len(r.InstanceProfiles) != 1 || r.InstanceProfiles[0].Role != "GPUNodeRole" {
@@ -68,7 +68,7 @@ func TestRoleOfAnAllowedAccount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := r.ControllerPolicy.Document
+	doc := r.ControllerDocument()
 	if !passes(doc, foreign) || passes(doc, "arn:aws:iam::111122223333:role/GPUNodeRole") || passes(doc, "arn:aws:iam::111122223333:role/nodes/GPUNodeRole") {
 		t.Errorf("PassRole on %v: want the foreign ARN, and not the role of the same name in this account", statementFor(t, doc, "iam:PassRole").Resource)
 	}
@@ -187,7 +187,7 @@ func TestCloudFormationKeepsInputLiteral(t *testing.T) {
 	if err := yaml.Unmarshal(out, &tpl); err != nil {
 		t.Fatal(err)
 	}
-	policy := tpl.Resources["KarpenterControllerPolicy"].Properties["PolicyDocument"].(map[string]any)["Fn::Sub"].(string)
+	policy := tpl.Resources["KarpenterControllerIAMIntegrationPolicy"].Properties["PolicyDocument"].(map[string]any)["Fn::Sub"].(string)
 	for _, want := range []string{`arn:aws:iam::${AWS::AccountId}:role/KarpoolClusterNameSentinelA-nodes"`, `arn:aws:iam::${AWS::AccountId}:role/r999999999999"`,
 		`arn:aws:iam::${AWS::AccountId}:role/KarpenterNodeRole-${ClusterName}"`} {
 		if !strings.Contains(policy, want) {
@@ -241,7 +241,7 @@ func TestTerraformKeepsInputLiteral(t *testing.T) {
 	if tags["$${var.k}"] != `$${file("/etc/passwd")}` || tags["t"] != "%%{ if true }x%%{ endif }" {
 		t.Errorf("instance profile tags %v", tags)
 	}
-	if got := tf.Resource["aws_iam_role_policy_attachment"]["controller_karpentercontrollerpolicy_demo"]["policy_arn"]; got != "${aws_iam_policy.controller.arn}" {
+	if got := tf.Resource["aws_iam_role_policy_attachment"]["controller_karpentercontrolleriamintegrationpolicy_demo"]["policy_arn"]; got != "${aws_iam_policy.controller_iamintegration.arn}" {
 		t.Errorf("the controller policy attachment refers to %v", got)
 	}
 }

@@ -2,6 +2,7 @@ package prereq
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -228,7 +229,9 @@ func TestCloudFormation(t *testing.T) {
 		t.Fatalf("the template does not parse: %v\n%s", err, out)
 	}
 	for id, typ := range map[string]string{
-		"InstanceStateChangeRule": "AWS::Events::Rule", "KarpenterControllerPolicy": "AWS::IAM::ManagedPolicy",
+		"InstanceStateChangeRule": "AWS::Events::Rule", "KarpenterControllerNodeLifecyclePolicy": "AWS::IAM::ManagedPolicy",
+		"KarpenterControllerIAMIntegrationPolicy": "AWS::IAM::ManagedPolicy", "KarpenterControllerEKSIntegrationPolicy": "AWS::IAM::ManagedPolicy",
+		"KarpenterControllerInterruptionPolicy": "AWS::IAM::ManagedPolicy", "KarpenterControllerResourceDiscoveryPolicy": "AWS::IAM::ManagedPolicy",
 		"KarpenterInterruptionQueue": "AWS::SQS::Queue", "KarpenterInterruptionQueuePolicy": "AWS::SQS::QueuePolicy",
 		"KarpenterNodeRole": "AWS::IAM::Role", "RebalanceRule": "AWS::Events::Rule", "ScheduledChangeRule": "AWS::Events::Rule",
 		"SpotInterruptionRule": "AWS::Events::Rule",
@@ -247,10 +250,13 @@ func TestCloudFormation(t *testing.T) {
 	if strings.Contains(text, "Sentinel") || strings.Contains(text, "99999999999") || strings.Contains(text, "demo-karpenter") {
 		t.Errorf("the template names the cluster or account literally:\n%s", text)
 	}
-	policy := tpl.Resources["KarpenterControllerPolicy"].Properties["PolicyDocument"].(map[string]any)["Fn::Sub"].(string)
-	for _, want := range []string{`"aws:ResourceTag/kubernetes.io/cluster/${ClusterName}": "owned"`, `arn:aws:iam::${AWS::AccountId}:role/KarpenterNodeRole-${ClusterName}`} {
+	for id, want := range map[string]string{
+		"KarpenterControllerNodeLifecyclePolicy":  `"aws:ResourceTag/kubernetes.io/cluster/${ClusterName}": "owned"`,
+		"KarpenterControllerIAMIntegrationPolicy": `arn:aws:iam::${AWS::AccountId}:role/KarpenterNodeRole-${ClusterName}`,
+	} {
+		policy := tpl.Resources[id].Properties["PolicyDocument"].(map[string]any)["Fn::Sub"].(string)
 		if !strings.Contains(policy, want) {
-			t.Errorf("the controller policy lacks %s:\n%s", want, policy)
+			t.Errorf("%s lacks %s:\n%s", id, want, policy)
 		}
 	}
 	if role := tpl.Resources["KarpenterControllerRole"].Properties["RoleName"]; role.(map[string]any)["Fn::Sub"] != "${ClusterName}-karpenter" {
@@ -273,17 +279,48 @@ func TestTerraformJSON(t *testing.T) {
 	if err := json.Unmarshal(out, &tf); err != nil {
 		t.Fatal(err)
 	}
-	for typ, n := range map[string]int{"aws_iam_role": 2, "aws_iam_role_policy_attachment": 5, "aws_iam_policy": 1, "aws_iam_instance_profile": 1,
+	for typ, n := range map[string]int{"aws_iam_role": 2, "aws_iam_role_policy_attachment": 9, "aws_iam_policy": 5, "aws_iam_instance_profile": 1,
 		"aws_sqs_queue": 1, "aws_sqs_queue_policy": 1, "aws_cloudwatch_event_rule": 4, "aws_cloudwatch_event_target": 4,
 		"aws_eks_access_entry": 1, "aws_ec2_tag": 1, "aws_iam_service_linked_role": 1} {
 		if got := len(tf.Resource[typ]); got != n {
 			t.Errorf("%d %s, want %d", got, typ, n)
 		}
 	}
-	if got := tf.Resource["aws_iam_role_policy_attachment"]["controller_karpentercontrollerpolicy_demo"]["policy_arn"]; got != "${aws_iam_policy.controller.arn}" {
+	if got := tf.Resource["aws_iam_role_policy_attachment"]["controller_karpentercontrolleriamintegrationpolicy_demo"]["policy_arn"]; got != "${aws_iam_policy.controller_iamintegration.arn}" {
 		t.Errorf("the controller policy attachment refers to %v", got)
 	}
 	if got := tf.Resource["aws_cloudwatch_event_target"]["spot_interruption"]["arn"]; got != "${aws_sqs_queue.interruption.arn}" {
 		t.Errorf("spot interruption target %v", got)
+	}
+}
+
+// The controller's permissions come as Karpenter's five managed policies since v1.9; split so,
+// each fits IAM's limits even for a 100-character cluster name (EKS's longest) and twenty node
+// roles of 64 characters, where one document would not.
+func TestControllerPoliciesFitIAM(t *testing.T) {
+	s := settings
+	s.ClusterName = strings.Repeat("c", 100)
+	s.Region, s.InterruptionQueue, s.NodeRole = "ap-northeast-2", strings.Repeat("q", 80), strings.Repeat("n", 64)
+	var classes []awsv1.EC2NodeClass
+	for i := range 20 {
+		classes = append(classes, class(fmt.Sprintf("class-%d", i), fmt.Sprintf("%02d%s", i, strings.Repeat("r", 62))))
+	}
+	r, err := Render(s, classes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var concerns []string
+	for _, p := range r.ControllerPolicies {
+		concerns = append(concerns, p.Concern)
+		if n := p.Document.Chars(); n > MaxPolicyChars || len(p.Name) > 128 {
+			t.Errorf("%s: %d characters (IAM allows %d), a name of %d (128)", p.Name, n, MaxPolicyChars, len(p.Name))
+		}
+	}
+	want := []string{ConcernNodeLifecycle, ConcernIAMIntegration, ConcernEKSIntegration, ConcernInterruption, ConcernResourceDiscovery}
+	if !slices.Equal(concerns, want) || len(r.ControllerRole.ManagedPolicyARNs) != len(want) {
+		t.Errorf("policies %v attached as %v, want %v", concerns, r.ControllerRole.ManagedPolicyARNs, want)
+	}
+	if n := r.ControllerDocument().Chars(); n <= MaxPolicyChars {
+		t.Errorf("all statements in one document take %d characters: the case does not need the split", n)
 	}
 }

@@ -11,6 +11,16 @@ import (
 	"github.com/karpool/karpool/internal/iampolicy"
 )
 
+// ControllerDocument is the controller's policies' statements in one document: what IAM decides
+// the controller's requests against.
+func (r *Resources) ControllerDocument() iampolicy.Document {
+	doc := iampolicy.Document{Version: iampolicy.Version}
+	for _, p := range r.ControllerPolicies {
+		doc.Statement = append(doc.Statement, p.Document.Statement...)
+	}
+	return doc
+}
+
 // Resources is the desired state of the account for one cluster.
 type Resources struct {
 	Settings Settings
@@ -18,9 +28,10 @@ type Resources struct {
 	NodeRoles        []Role
 	InstanceProfiles []InstanceProfile
 	ControllerRole   Role
-	ControllerPolicy Policy
-	Queue            Queue
-	Rules            []Rule
+	// ControllerPolicies are the controller role's managed policies, one per concern.
+	ControllerPolicies []Policy
+	Queue              Queue
+	Rules              []Rule
 	// DiscoveryTags are added to subnets and security groups karpool does not own.
 	DiscoveryTags []ResourceTag
 	// NodeAccess lets nodes of the node roles join the cluster.
@@ -45,10 +56,16 @@ type Role struct {
 
 // Policy is a customer managed policy.
 type Policy struct {
+	// Concern is what the policy covers (ConcernNodeLifecycle, ...).
+	Concern  string
 	Name     string
 	Document iampolicy.Document
 	Tags     map[string]string
 }
+
+// ID is the policy's logical id in a CloudFormation template, as in Karpenter's
+// (KarpenterControllerNodeLifecyclePolicy).
+func (p Policy) ID() string { return "KarpenterController" + p.Concern + "Policy" }
 
 // InstanceProfile holds one role, for an EC2NodeClass with spec.role.
 type InstanceProfile struct {
@@ -133,9 +150,15 @@ func Render(in Settings, classes []awsv1.EC2NodeClass) (*Resources, error) {
 	for _, ref := range append(roles, profileRoles...) {
 		passed = append(passed, ref.arn())
 	}
-	r.ControllerPolicy = Policy{Name: "KarpenterControllerPolicy-" + s.ClusterName, Document: controllerPolicy(s, passed), Tags: owner}
-	r.ControllerRole = Role{Name: controllerRoleName(s.ClusterName), Path: "/", Trust: controllerTrust(s),
-		ManagedPolicyARNs: []string{s.arn("iam", "", s.AccountID, "policy/"+r.ControllerPolicy.Name)}, Tags: owner}
+	r.ControllerRole = Role{Name: controllerRoleName(s.ClusterName), Path: "/", Trust: controllerTrust(s), Tags: owner}
+	for _, cd := range controllerDocuments(s, passed) {
+		name := ControllerPolicyName(s.ClusterName, cd.concern)
+		if n := cd.document.Chars(); n > MaxPolicyChars {
+			return nil, fmt.Errorf("AWS settings: the controller's IAM policy %s would be %d characters, IAM allows %d: name fewer node roles", name, n, MaxPolicyChars)
+		}
+		r.ControllerPolicies = append(r.ControllerPolicies, Policy{Concern: cd.concern, Name: name, Document: cd.document, Tags: owner})
+		r.ControllerRole.ManagedPolicyARNs = append(r.ControllerRole.ManagedPolicyARNs, s.arn("iam", "", s.AccountID, "policy/"+name))
+	}
 	if s.PodIdentity {
 		ref := roleRef{partition: s.Partition, account: s.AccountID, path: "/", name: r.ControllerRole.Name}
 		r.PodIdentity = &PodIdentityAssociation{Namespace: s.Namespace, ServiceAccount: s.ServiceAccount, RoleARN: ref.arn()}

@@ -28,15 +28,21 @@ func TerraformJSON(r *Resources) ([]byte, error) {
 		}
 		res[typ][name] = tfLiterals(body)
 	}
+	// The controller's policies, by name: their attachments refer to them, so that Terraform
+	// creates them first.
+	policyRes := map[string]string{}
+	for _, p := range r.ControllerPolicies {
+		policyRes[p.Name] = "controller_" + tfName(p.Concern)
+	}
 	role := func(name string, role Role) {
 		add("aws_iam_role", name, map[string]any{"name": role.Name, "path": role.Path, "assume_role_policy": role.Trust.JSON(), "tags": role.Tags})
 		for _, arn := range role.ManagedPolicyARNs {
+			policy := arn[strings.LastIndex(arn, "/")+1:]
 			attach := map[string]any{"role": tfRef(fmt.Sprintf("${aws_iam_role.%s.name}", name)), "policy_arn": arn}
-			if strings.HasSuffix(arn, ":policy/"+r.ControllerPolicy.Name) {
-				// A reference, so that Terraform creates the policy first.
-				attach["policy_arn"] = tfRef("${aws_iam_policy.controller.arn}")
+			if res, ok := policyRes[policy]; ok {
+				attach["policy_arn"] = tfRef(fmt.Sprintf("${aws_iam_policy.%s.arn}", res))
 			}
-			add("aws_iam_role_policy_attachment", name+"_"+tfName(arn[strings.LastIndex(arn, "/")+1:]), attach)
+			add("aws_iam_role_policy_attachment", name+"_"+tfName(policy), attach)
 		}
 	}
 	for _, nr := range r.NodeRoles {
@@ -45,7 +51,9 @@ func TerraformJSON(r *Resources) ([]byte, error) {
 	for _, p := range r.InstanceProfiles {
 		add("aws_iam_instance_profile", tfName(p.NodeClass), map[string]any{"name": p.Name, "role": p.Role, "tags": p.Tags})
 	}
-	add("aws_iam_policy", "controller", map[string]any{"name": r.ControllerPolicy.Name, "policy": r.ControllerPolicy.Document.JSON(), "tags": r.ControllerPolicy.Tags})
+	for _, p := range r.ControllerPolicies {
+		add("aws_iam_policy", policyRes[p.Name], map[string]any{"name": p.Name, "policy": p.Document.JSON(), "tags": p.Tags})
+	}
 	role("controller", r.ControllerRole)
 	add("aws_sqs_queue", "interruption", map[string]any{"name": r.Queue.Name, "message_retention_seconds": r.Queue.RetentionSeconds,
 		"sqs_managed_sse_enabled": r.Queue.ManagedSSE, "tags": r.Queue.Tags})

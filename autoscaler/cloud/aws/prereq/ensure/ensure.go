@@ -77,7 +77,7 @@ type Options struct {
 func Run(ctx context.Context, c Clients, r *prereq.Resources, opts Options) ([]Change, error) {
 	e := &ensurer{c: c, r: r, s: r.Settings, dry: opts.PlanOnly}
 	steps := []func(context.Context) error{
-		e.nodeRoles, e.instanceProfiles, e.controllerPolicy, e.controllerRole, e.queue, e.rules,
+		e.nodeRoles, e.instanceProfiles, e.controllerPolicies, e.controllerRole, e.queue, e.rules,
 		e.discoveryTags, e.nodeAccess, e.serviceLinkedRoles, e.podIdentity, e.pruneRules,
 	}
 	if !opts.KeepInstanceProfiles {

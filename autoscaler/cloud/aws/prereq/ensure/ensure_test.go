@@ -97,9 +97,10 @@ func TestApplyFromAnEmptyAccount(t *testing.T) {
 		t.Fatalf("plan: %v, mutating calls %v", err, mutations)
 	}
 	text := Text(plan)
-	for _, want := range []string{"+ IAM role KarpenterNodeRole-demo", "+ IAM role demo-karpenter", "+ IAM policy KarpenterControllerPolicy-demo",
+	for _, want := range []string{"+ IAM role KarpenterNodeRole-demo", "+ IAM role demo-karpenter", "+ IAM policy KarpenterControllerNodeLifecyclePolicy-demo",
+		"+ IAM policy KarpenterControllerIAMIntegrationPolicy-demo", "+ IAM policy KarpenterControllerResourceDiscoveryPolicy-demo",
 		"+ SQS queue demo", "+ EventBridge rule karpool-demo-spot-interruption", "+ EKS access entry arn:aws:iam::111122223333:role/GPUNodeRole",
-		"+ IAM service-linked role AWSServiceRoleForEC2Spot", "~ EC2 tag on subnet-", "14 to create, 1 to update, 0 to delete."} {
+		"+ IAM service-linked role AWSServiceRoleForEC2Spot", "~ EC2 tag on subnet-", "18 to create, 1 to update, 0 to delete."} {
 		if !strings.Contains(text, want) {
 			t.Errorf("plan lacks %q:\n%s", want, text)
 		}
@@ -143,12 +144,12 @@ func TestApplyFromAnEmptyAccount(t *testing.T) {
 		t.Fatal(err)
 	}
 	kept, err := Run(f.ctx, f.c, r, Options{PlanOnly: true, KeepInstanceProfiles: true})
-	if err != nil || len(kept) != 1 || kept[0].Name != "KarpenterControllerPolicy-demo" {
+	if err != nil || len(kept) != 1 || kept[0].Name != "KarpenterControllerIAMIntegrationPolicy-demo" {
 		t.Errorf("keeping instance profiles: %v %s", err, Text(kept))
 	}
 	// ... apply --aws deletes it, and the controller may no longer pass that role.
 	changes, _ = f.apply(classes[:1])
-	if len(changes) != 2 || changes[0].Name != "KarpenterControllerPolicy-demo" || changes[1].Op != Delete || changes[1].Name != prereq.InstanceProfileName("demo", f.s.Region, "gpu") {
+	if len(changes) != 2 || changes[0].Name != "KarpenterControllerIAMIntegrationPolicy-demo" || changes[1].Op != Delete || changes[1].Name != prereq.InstanceProfileName("demo", f.s.Region, "gpu") {
 		t.Errorf("after removing a class: %s", Text(changes))
 	}
 	if _, err := f.c.IAM.GetInstanceProfile(f.ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(prereq.InstanceProfileName("demo", f.s.Region, "gpu"))}); awserr.Code(err) != "NoSuchEntity" {

@@ -115,10 +115,19 @@ func (e *ensurer) attached(ctx context.Context, role string) ([]string, error) {
 	return arns, nil
 }
 
+// controllerPolicies creates each of the controller's policies, or makes its document the
+// default version.
+func (e *ensurer) controllerPolicies(ctx context.Context) error {
+	for i, want := range e.r.ControllerPolicies {
+		if err := e.controllerPolicy(ctx, want, e.r.ControllerRole.ManagedPolicyARNs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // controllerPolicy creates the policy, or makes its document the default version.
-func (e *ensurer) controllerPolicy(ctx context.Context) error {
-	want := e.r.ControllerPolicy
-	arn := e.r.ControllerRole.ManagedPolicyARNs[0]
+func (e *ensurer) controllerPolicy(ctx context.Context, want prereq.Policy, arn string) error {
 	out, err := e.c.IAM.GetPolicy(ctx, &iam.GetPolicyInput{PolicyArn: aws.String(arn)})
 	if awserr.Code(err) == "NoSuchEntity" {
 		if !e.change(Create, kindPolicy, want.Name) {
