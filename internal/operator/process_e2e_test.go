@@ -35,8 +35,12 @@ func TestInstalledController(t *testing.T) {
 	h := newHarness(t)
 	ns := "karpool-helm"
 	kubeconfig := h.install(ns)
-	// Debug: failures the controller only reports at debug level (a lost hint) count too.
-	proc := h.startProcess("--kubeconfig", kubeconfig, "--namespace", ns, "--leader-elect=true", "--log-level=debug")
+	// Debug: failures the controller only reports at debug level (a lost hint) count too. The
+	// ReplicaSet controller creates the five pods in slow-start steps, and on a loaded host the
+	// kube-scheduler marks them unschedulable seconds apart: a 5 s idle window keeps them in one
+	// batch, so the scale-out is one m5.large, as the assertions below expect.
+	proc := h.startProcess("--kubeconfig", kubeconfig, "--namespace", ns, "--leader-elect=true", "--log-level=debug",
+		"--batch-idle-duration=5s")
 	h.eventually("probes answer 200", time.Minute, func() error {
 		if err := proc.probe("/healthz"); err != nil {
 			return err
