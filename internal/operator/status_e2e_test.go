@@ -89,6 +89,11 @@ func TestStatusCommittedToGit(t *testing.T) {
 		if rep.Nodes != len(claims) || math.Abs(rep.PerHour-want) > 1e-9 || rep.AppliedRevision != "main@sha1:"+head {
 			return fmt.Errorf("report: %d nodes at %.4f/h of %s; cluster: %d at %.4f/h", rep.Nodes, rep.PerHour, rep.AppliedRevision, len(claims), want)
 		}
+		// The disruption controller's first pass marks the node ConsolidateAfterNever; a report
+		// written before it differs from every later one.
+		if len(rep.Pools) == 1 && rep.Pools[0].Blocked["ConsolidateAfterNever"] != len(claims) {
+			return fmt.Errorf("report: consolidation state %v, want the node marked ConsolidateAfterNever", rep.Pools[0].Blocked)
+		}
 		return nil
 	})
 	if len(rep.Pools) != 1 || rep.Pools[0].Pods != 5 {
