@@ -214,7 +214,7 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim, nc *awsv
 	capacityType, opts := launchOptions(claim, its, zones)
 	opts = slices.DeleteFunc(opts, func(o option) bool { _, ok := imageFor(r.images, o.it); return !ok })
 	if len(opts) == 0 {
-		if gone := unavailableOptions(claim, its, r.subnets); len(gone) > 0 {
+		if gone := unavailableOptions(claim, its, r); len(gone) > 0 {
 			// As Karpenter: options exist but are all unavailable now (insufficient capacity,
 			// or zones whose subnets are full), so the NodeClaim makes way for a new plan.
 			return nil, &cloud.InsufficientCapacityError{NodeClaim: claim.Name, Offerings: gone}
@@ -244,10 +244,11 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim, nc *awsv
 }
 
 // unavailableOptions lists, as "type/zone/capacity-type" (at most maxOverrides), the options
-// the NodeClaim would have if every offering were available and every subnet had room.
-func unavailableOptions(claim *karpv1.NodeClaim, its []catalog.InstanceType, subnets []network.Subnet) []string {
+// (with an image) the NodeClaim would have if every offering were available and every subnet
+// of the class had room.
+func unavailableOptions(claim *karpv1.NodeClaim, its []catalog.InstanceType, r *resolved) []string {
 	zones := map[string]bool{}
-	for _, s := range subnets {
+	for _, s := range r.subnets {
 		zones[s.Zone] = true
 	}
 	all := make([]catalog.InstanceType, len(its))
@@ -259,6 +260,7 @@ func unavailableOptions(claim *karpv1.NodeClaim, its []catalog.InstanceType, sub
 		}
 	}
 	_, opts := launchOptions(claim, all, zones)
+	opts = slices.DeleteFunc(opts, func(o option) bool { _, ok := imageFor(r.images, o.it); return !ok })
 	var out []string
 	for _, o := range opts[:min(len(opts), maxOverrides)] {
 		out = append(out, o.it.Name+"/"+o.offering.Zone+"/"+o.offering.CapacityType)
