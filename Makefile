@@ -143,7 +143,7 @@ bench: tools
 	$(GO) test -run '^$$' -bench . -benchmem $(BENCH_PKGS) | tee $(BIN)/bench.txt
 	@awk -f hack/benchtable.awk $(BIN)/bench.txt
 
-## bench-vs-karpenter: karpool and Karpenter's kwok provider side by side on fresh local control planes (not part of make test; about 30 min)
+## bench-vs-karpenter: karpool and Karpenter's kwok provider side by side on fresh local control planes, three scenarios (a tainted system node, an empty cluster, 45 s boots), three runs each (not part of make test; about 90 min; BENCHVS_FLAGS=-scenarios=system-node for one)
 BENCHVS_FLAGS ?=
 bench-vs-karpenter: tools build
 	hack/tools.sh karpenter

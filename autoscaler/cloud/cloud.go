@@ -26,7 +26,9 @@ type CloudProvider interface {
 	// status.providerID, status.imageID, capacity, allocatable and the launch labels
 	// (instance type, zone, capacity type) filled in. Calling Create again for the same
 	// NodeClaim (same UID) returns the same instance instead of launching a second one. When no
-	// option has capacity the error is an *InsufficientCapacityError.
+	// option has capacity the error is an *InsufficientCapacityError. status.nodeName, when the
+	// cloud already knows it, is the name the instance's Node is expected to register under: a
+	// hint for handing pods over early, not recorded on the NodeClaim.
 	Create(ctx context.Context, nc *karpv1.NodeClaim, nodeClass *awsv1.EC2NodeClass) (*karpv1.NodeClaim, error)
 	// Delete terminates the instance behind the NodeClaim's status.providerID. It returns an
 	// error wrapping ErrNotFound when the instance is already gone.

@@ -11,14 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -78,6 +76,8 @@ type Lifecycle struct {
 	// may still show one unlaunched for a moment after its status was written, and a second
 	// launch would only find the same instance again, but log and count it twice.
 	launched sync.Map
+	// early holds, by NodeClaim UID, a channel closed when the hand-off started at launch ends.
+	early sync.Map
 }
 
 // NewLifecycle returns the NodeClaim lifecycle reconciler.
@@ -201,6 +201,7 @@ func (l *Lifecycle) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcile
 		return reconcile.Result{}, err
 	}
 	l.launched.Store(nc.UID, true)
+	l.handOffAtLaunch(ctx, nc, launched.Status.NodeName)
 	logger.Info("launched nodeclaim", "provider-id", launched.Status.ProviderID,
 		"instance-type", launched.Labels[corev1.LabelInstanceTypeStable],
 		"zone", launched.Labels[corev1.LabelTopologyZone],
@@ -240,7 +241,8 @@ func (l *Lifecycle) register(ctx context.Context, nc *karpv1.NodeClaim) (reconci
 	// The node stays closed (unregistered taint) while its cohort catches up.
 	handed, first := l.opts.Nominations.HandOff(nc.Name, now)
 	if first {
-		l.handOff(ctx, nc, node.Name)
+		l.awaitEarlyHandOff(ctx, nc)
+		l.handOff(ctx, nc.Name, node.Name, l.opts.Nominations.Expected(nc.Name))
 	}
 	if l.cohortWaiting(ctx, nc, handed, now) {
 		return reconcile.Result{RequeueAfter: cohortPoll}, nil
@@ -301,39 +303,6 @@ func (l *Lifecycle) cohortWaiting(ctx context.Context, nc *karpv1.NodeClaim, han
 		return true
 	}
 	return false
-}
-
-// handOffParallelism bounds the pod status patches of one hand-off.
-const handOffParallelism = 10
-
-// handOff tells the kube-scheduler where the provisioner planned the NodeClaim's pods: each
-// pending pod's status.nominatedNodeName becomes the node (KEP-5278: a component that plans pods
-// onto new nodes may say so there, if no one else has). The scheduler tries a pod's nominated
-// node first and counts the pods nominated to a node against its room, so the first nodes to
-// come up do not take the pods planned for NodeClaims still on their way (whose own pods would
-// then start another round of provisioning). It runs at registration, before the unregistered
-// taint goes, so the nominations are in place when the node can take pods, and again at
-// initialization for pods whose nomination the scheduler dropped meanwhile. The provisioner
-// takes back nominations that went stale (provisioning.staleNominations). Failures only lose
-// the hint.
-func (l *Lifecycle) handOff(ctx context.Context, nc *karpv1.NodeClaim, node string) {
-	pods := l.opts.Nominations.Pods(nc.Name)
-	var handed atomic.Int32
-	workqueue.ParallelizeUntil(ctx, handOffParallelism, len(pods), func(i int) {
-		var pod corev1.Pod
-		if err := l.client.Get(ctx, pods[i], &pod); err != nil || pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil ||
-			pod.Status.NominatedNodeName != "" {
-			return
-		}
-		if err := l.client.Status().Patch(ctx, &pod, state.NominationPatch(&pod, node)); err != nil {
-			log.FromContext(ctx).V(1).Info("could not nominate pod to its node", "Pod", klog.KObj(&pod), "Node", node, "error", err.Error())
-			return
-		}
-		handed.Add(1)
-	})
-	if n := handed.Load(); n > 0 {
-		log.FromContext(ctx).Info("nominated planned pods to their node", "Node", klog.KRef("", node), "pods", n)
-	}
 }
 
 // adoptNode applies what registration puts on the Node (pure, so it can be tested alone).
@@ -414,7 +383,7 @@ func (l *Lifecycle) initialize(ctx context.Context, nc *karpv1.NodeClaim) (recon
 		return reconcile.Result{RequeueAfter: waitingForNode}, nil
 	}
 	if node.Labels[karpv1.LabelNodeInitialized] != "true" {
-		l.handOff(ctx, nc, node.Name)
+		l.handOff(ctx, nc.Name, node.Name, "")
 		patch := client.MergeFrom(node.DeepCopy())
 		node.Labels[karpv1.LabelNodeInitialized] = "true"
 		if err := l.client.Patch(ctx, node, patch); err != nil {

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
@@ -93,15 +94,56 @@ func TestHandOffNominatesPlannedPods(t *testing.T) {
 	noms.Nominate("default-abc", pending, bound, preemptor, pod("gone", ""))
 	noms.Nominate("another-claim", pod("elsewhere", ""))
 	l := NewLifecycle(c, Options{Nominations: noms})
-	l.handOff(context.Background(), claim(), "ip-10-0-0-1.ec2.internal")
-	for name, want := range map[string]string{"pending": "ip-10-0-0-1.ec2.internal", "bound": "", "preemptor": "victims-node"} {
+	l.handOff(context.Background(), claim().Name, "ip-10-0-0-1.ec2.internal", "")
+	wantNominated(t, c, map[string]string{"pending": "ip-10-0-0-1.ec2.internal", "bound": "", "preemptor": "victims-node"})
+}
+
+func wantNominated(t *testing.T, c client.Client, want map[string]string) {
+	t.Helper()
+	for name, node := range want {
 		var got corev1.Pod
 		if err := c.Get(context.Background(), types.NamespacedName{Namespace: "web", Name: name}, &got); err != nil {
 			t.Fatal(err)
 		}
-		if got.Status.NominatedNodeName != want {
-			t.Errorf("pod %s nominated to %q, want %q", name, got.Status.NominatedNodeName, want)
+		if got.Status.NominatedNodeName != node {
+			t.Errorf("pod %s nominated to %q, want %q", name, got.Status.NominatedNodeName, node)
 		}
+	}
+}
+
+// At launch the planned pods go to the node name the cloud expects, while the instance boots;
+// registration waits for that, then moves the pods of a wrong guess to the node that
+// registered, and leaves everyone else's nominations alone.
+func TestHandOffAtLaunchThenAtRegistration(t *testing.T) {
+	pod := func(name string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "web", UID: types.UID(name)}}
+	}
+	a, b, preemptor := pod("a"), pod("b"), pod("preemptor")
+	preemptor.Status.NominatedNodeName = "victims-node"
+	c := fake.NewClientBuilder().WithObjects(a, b, preemptor).WithStatusSubresource(&corev1.Pod{}).Build()
+	noms := state.NewNominations()
+	noms.Nominate("default-abc", a, b, preemptor)
+	l := NewLifecycle(c, Options{Nominations: noms})
+	nc := claim()
+	nc.UID = "claim-uid"
+	l.handOffAtLaunch(context.Background(), nc, "ip-10-0-0-1.ec2.internal")
+	if got := noms.Expected(nc.Name); got != "ip-10-0-0-1.ec2.internal" || !noms.ExpectedNodes()[got] {
+		t.Errorf("expected node %q, want the launch's name recorded", got)
+	}
+	l.awaitEarlyHandOff(context.Background(), nc)
+	wantNominated(t, c, map[string]string{"a": "ip-10-0-0-1.ec2.internal", "b": "ip-10-0-0-1.ec2.internal", "preemptor": "victims-node"})
+
+	// The node registered under another name: the launch's nominations move to it.
+	l.handOff(context.Background(), nc.Name, "i-0abc.ec2.internal", noms.Expected(nc.Name))
+	wantNominated(t, c, map[string]string{"a": "i-0abc.ec2.internal", "b": "i-0abc.ec2.internal", "preemptor": "victims-node"})
+	noms.Registered(nc.Name)
+	if noms.Expected(nc.Name) != "" || len(noms.ExpectedNodes()) != 0 {
+		t.Error("a registered NodeClaim still expects its node")
+	}
+	// Without a name from the cloud nothing starts at launch.
+	l.handOffAtLaunch(context.Background(), claim(), "")
+	if _, ok := l.early.Load(claim().UID); ok || noms.Expected(claim().Name) != "" {
+		t.Error("a hand-off started at launch without a node name")
 	}
 }
 

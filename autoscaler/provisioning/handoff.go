@@ -33,9 +33,11 @@ type nominatedSince struct {
 // such a pod stays Pending for good. A nomination is stale when the pod does not fit in the
 // node's free room, or when the pod has been pending under it for handOffTTL. Nominations to a
 // node karpool does not manage, or to one where pods are terminating (a preemption may be under
-// way), are the scheduler's and are left alone. seen remembers when each nomination was first
-// seen; it is updated in place.
-func staleNominations(c *state.Cluster, seen map[types.UID]nominatedSince, now time.Time) []*corev1.Pod {
+// way), are the scheduler's and are left alone. A nomination to a node a launched NodeClaim
+// still waits for (expected: the hand-off made while its instance boots) is not stale: its
+// time starts when the node exists. seen remembers when each nomination was first seen; it is
+// updated in place.
+func staleNominations(c *state.Cluster, expected map[string]bool, seen map[types.UID]nominatedSince, now time.Time) []*corev1.Pod {
 	managed := map[string]bool{}
 	for _, nc := range c.NodeClaims {
 		if n := c.NodeFor(nc); n != nil {
@@ -54,7 +56,7 @@ func staleNominations(c *state.Cluster, seen map[types.UID]nominatedSince, now t
 			continue
 		}
 		node, exists := nodes[name]
-		if exists && (!managed[name] || preempting(c.PodsOn(name), name)) {
+		if !exists && expected[name] || exists && (!managed[name] || preempting(c.PodsOn(name), name)) {
 			continue
 		}
 		s, ok := seen[pod.UID]

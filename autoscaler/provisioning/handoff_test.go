@@ -53,7 +53,8 @@ func names(pods []*corev1.Pod) []string {
 
 // A hand-off that cannot work out is taken back: at once when the pod no longer fits in its
 // node's free room, after handOffTTL otherwise; the scheduler's nominations (a node karpool does
-// not manage, a node where a preemption is under way) are never touched.
+// not manage, a node where a preemption is under way) are never touched, nor the hand-off made
+// at launch to a node still booting, however long it boots.
 func TestStaleNominations(t *testing.T) {
 	pods := []*corev1.Pod{
 		nominatedPod("fits", "1", "managed"),
@@ -61,23 +62,31 @@ func TestStaleNominations(t *testing.T) {
 		nominatedPod("elsewhere", "8", "other"),
 		nominatedPod("preemptor", "8", "preempting"),
 		nominatedPod("node-gone", "1", "deleted-node"),
+		nominatedPod("booting", "1", "ip-10-0-0-9.ec2.internal"),
 	}
+	expected := map[string]bool{"ip-10-0-0-9.ec2.internal": true}
 	seen := map[k8stypes.UID]nominatedSince{}
 	t0 := time.Unix(1000, 0)
-	if got := names(staleNominations(handOffCluster(pods...), seen, t0)); !slices.Equal(got, []string{"too-big"}) {
+	if got := names(staleNominations(handOffCluster(pods...), expected, seen, t0)); !slices.Equal(got, []string{"too-big"}) {
 		t.Errorf("stale at once: %v, want [too-big]", got)
 	}
-	if got := names(staleNominations(handOffCluster(pods...), seen, t0.Add(handOffTTL-time.Second))); !slices.Equal(got, []string{"too-big"}) {
+	if got := names(staleNominations(handOffCluster(pods...), expected, seen, t0.Add(handOffTTL-time.Second))); !slices.Equal(got, []string{"too-big"}) {
 		t.Errorf("stale just before the TTL: %v, want [too-big]", got)
 	}
 	want := []string{"fits", "node-gone", "too-big"}
-	if got := names(staleNominations(handOffCluster(pods...), seen, t0.Add(handOffTTL))); !slices.Equal(got, want) {
+	if got := names(staleNominations(handOffCluster(pods...), expected, seen, t0.Add(handOffTTL))); !slices.Equal(got, want) {
 		t.Errorf("stale after the TTL: %v, want %v", got, want)
+	}
+	// Once no NodeClaim expects the booting node (it registered under another name, or its
+	// NodeClaim is gone), its nomination is timed like any other.
+	staleNominations(handOffCluster(pods...), nil, seen, t0.Add(handOffTTL))
+	if got := names(staleNominations(handOffCluster(pods...), nil, seen, t0.Add(2*handOffTTL))); !slices.Contains(got, "booting") {
+		t.Errorf("stale once nothing expects the node: %v, want booting among them", got)
 	}
 
 	// A new nomination starts a new clock; pods no longer nominated are forgotten.
 	renominated := nominatedPod("fits", "1", "another-node")
-	staleNominations(handOffCluster(renominated), seen, t0.Add(handOffTTL))
+	staleNominations(handOffCluster(renominated), nil, seen, t0.Add(handOffTTL))
 	if len(seen) != 1 || seen[renominated.UID].since != t0.Add(handOffTTL) {
 		t.Errorf("seen after a re-nomination: %v, want only %s since the re-nomination", seen, renominated.UID)
 	}
@@ -87,7 +96,7 @@ func TestStaleNominations(t *testing.T) {
 func TestStaleNominationsWaitForAllocatable(t *testing.T) {
 	c := handOffCluster(nominatedPod("p", "1", "managed"))
 	c.Nodes[0].Status.Allocatable = nil
-	if got := staleNominations(c, map[k8stypes.UID]nominatedSince{}, time.Unix(0, 0)); len(got) != 0 {
+	if got := staleNominations(c, nil, map[k8stypes.UID]nominatedSince{}, time.Unix(0, 0)); len(got) != 0 {
 		t.Errorf("stale: %v, want none before the node reports its allocatable", names(got))
 	}
 }

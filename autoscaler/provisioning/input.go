@@ -12,7 +12,7 @@ import (
 
 // input builds the scheduling engine's input from a snapshot: pending pods (minus those
 // nominated to in-flight NodeClaims or to nodes still starting), existing nodes with their pods,
-// in-flight NodeClaims with their nominated pods, daemonsets, volume claims, volumes and storage
+// in-flight NodeClaims with their planned pods (handed off at launch or not yet), daemonsets, volume claims, volumes and storage
 // classes, and the pools whose node class is ready with the instance types the cloud offers for
 // it. planned gives each pod's planned NodeClaim (state.Nominations.Planned). The engine sizes
 // in-flight NodeClaims that have not launched yet from their instance-type options.
@@ -49,6 +49,15 @@ func input(c *state.Cluster, pools []scheduling.Pool, planned map[types.UID]stri
 		}
 		inFlight[nc.Name] = len(in.NodeClaims)
 		in.NodeClaims = append(in.NodeClaims, scheduling.InFlightNodeClaim{NodeClaim: nc})
+	}
+	for _, p := range c.Pods {
+		// Handed off at launch to the node its NodeClaim's instance is booting as: the pod is
+		// not provisionable (it is nominated) and no node of that name exists yet, so only its
+		// planned NodeClaim can count its room.
+		_, nodeExists := nodeIdx[p.Status.NominatedNodeName]
+		if i, ok := inFlight[planned[p.UID]]; ok && !nodeExists && p.Status.NominatedNodeName != "" && p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
+			in.NodeClaims[i].Pods = append(in.NodeClaims[i].Pods, p)
+		}
 	}
 	for _, p := range c.ProvisionablePods() {
 		claim := planned[p.UID]

@@ -154,6 +154,25 @@ func TestStartingNodeKeepsItsPlannedPods(t *testing.T) {
 	}
 }
 
+// A pod handed off at launch, nominated to the node its NodeClaim's instance boots as, still
+// takes the NodeClaim's room: otherwise the next batch sees the NodeClaim empty and plans other
+// pods into it.
+func TestBootingNodeClaimKeepsItsHandedOffPods(t *testing.T) {
+	claim := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "default-abc"}, Status: karpv1.NodeClaimStatus{ProviderID: "aws:///us-east-1a/i-1"}}
+	handed, other, preemptor := pendingPod("handed", "1"), pendingPod("other", "1"), pendingPod("preemptor", "1")
+	handed.Status.NominatedNodeName = "ip-10-0-0-1.ec2.internal"
+	preemptor.Status.NominatedNodeName = "ip-10-0-0-2.ec2.internal"
+	noms := map[k8stypes.UID]string{handed.UID: "default-abc"}
+
+	in := input(state.New([]*corev1.Pod{handed, other, preemptor}, nil, []*karpv1.NodeClaim{claim}), nil, noms, "us-east-1")
+	if len(in.NodeClaims) != 1 || len(in.NodeClaims[0].Pods) != 1 || in.NodeClaims[0].Pods[0] != handed {
+		t.Errorf("the booting NodeClaim holds %v, want handed", names(in.NodeClaims[0].Pods))
+	}
+	if len(in.Pods) != 1 || in.Pods[0] != other {
+		t.Errorf("pending: %v, want only other (a nominated pod is not provisionable)", names(in.Pods))
+	}
+}
+
 // The pods still on a node that is being deleted need room in a disruption's simulation, as
 // the pods of the nodes it asks about do: the 3-cpu pod of the draining node is planned onto
 // another node.

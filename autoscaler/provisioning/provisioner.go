@@ -189,7 +189,7 @@ func (p *Provisioner) Provision(ctx context.Context) error {
 	pools, skipped := p.Pools(ctx, c)
 	p.opts.Nominations.Forget(c)
 	p.mu.Lock()
-	stale := staleNominations(c, p.nominatedSince, time.Now())
+	stale := staleNominations(c, p.opts.Nominations.ExpectedNodes(), p.nominatedSince, time.Now())
 	p.mu.Unlock()
 	in := p.input(c, pools)
 	p.clearNominations(ctx, stale)

@@ -19,7 +19,10 @@ import (
 //   - each NodeClaim's cohort, the NodeClaims created by the same decision, whose nodes open
 //     together;
 //   - when registration handed each NodeClaim's pods to the kube-scheduler (status.
-//     nominatedNodeName), which ends its wait for the rest of the cohort.
+//     nominatedNodeName), which ends its wait for the rest of the cohort;
+//   - the node name each launched NodeClaim expects (the cloud's hint), to which its pods are
+//     handed while the instance boots: a nomination to it is not stale while the node is not
+//     there yet.
 //
 // It lives in memory only: after a restart the pods are planned again, as in Karpenter. All
 // methods are safe for concurrent use.
@@ -28,6 +31,7 @@ type Nominations struct {
 	planned   map[types.UID]nomination
 	cohorts   map[string][]string
 	handedOff map[string]time.Time
+	expected  map[string]string
 }
 
 // nomination is one pod's planned NodeClaim.
@@ -38,7 +42,8 @@ type nomination struct {
 
 // NewNominations returns an empty record.
 func NewNominations() *Nominations {
-	return &Nominations{planned: map[types.UID]nomination{}, cohorts: map[string][]string{}, handedOff: map[string]time.Time{}}
+	return &Nominations{planned: map[types.UID]nomination{}, cohorts: map[string][]string{}, handedOff: map[string]time.Time{},
+		expected: map[string]string{}}
 }
 
 // Nominate records that the pods will run on the NodeClaim (replacing earlier plans for them).
@@ -116,12 +121,38 @@ func (n *Nominations) HandedOff(claim string) bool {
 	return ok
 }
 
+// Expect records the node name a launched NodeClaim's instance will register under.
+func (n *Nominations) Expect(claim, node string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.expected[claim] = node
+}
+
+// Expected is the node name the NodeClaim expects ("" when unknown or registered).
+func (n *Nominations) Expected(claim string) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.expected[claim]
+}
+
+// ExpectedNodes are the names of the nodes launched NodeClaims still wait for.
+func (n *Nominations) ExpectedNodes() map[string]bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make(map[string]bool, len(n.expected))
+	for _, node := range n.expected {
+		out[node] = true
+	}
+	return out
+}
+
 // Registered forgets the NodeClaim's hand-off: its node is open, so no cohort waits for it (a
 // registered NodeClaim is not waited for either way) and a later hand-off would be new.
 func (n *Nominations) Registered(claim string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	delete(n.handedOff, claim)
+	delete(n.expected, claim)
 }
 
 // Clear forgets everything about a NodeClaim that is gone.
@@ -129,6 +160,7 @@ func (n *Nominations) Clear(claim string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	delete(n.handedOff, claim)
+	delete(n.expected, claim)
 	delete(n.cohorts, claim)
 	for uid, nom := range n.planned {
 		if nom.claim == claim {
@@ -164,6 +196,11 @@ func (n *Nominations) Forget(c *Cluster) {
 	for name := range n.cohorts {
 		if !claims[name] {
 			delete(n.cohorts, name)
+		}
+	}
+	for name := range n.expected {
+		if !claims[name] {
+			delete(n.expected, name)
 		}
 	}
 }

@@ -112,6 +112,8 @@ with Karpenter's messages ("launched nodeclaim", ...). Metrics are served on
 	}
 	fl.BoolVar(&f.ignoreDRA, "ignore-dra-requests", ignoreDRA, "pods with Dynamic Resource Allocation claims get no node, as with Karpenter's default (env IGNORE_DRA_REQUESTS); false, Karpenter's DRA alpha, is refused: karpool does not model devices")
 	fl.StringVar(&f.cfg.EventsAddr, "events-addr", "", "Flux notification-controller address (Flux's --events-addr, e.g. http://notification-controller.flux-system.svc.cluster.local./): every PoolSync event is also sent there, for Flux Alerts; empty: none")
+	profiling, _ := env.envBool("ENABLE_PROFILING")
+	fl.BoolVar(&f.cfg.Profiling, "enable-profiling", profiling, "serve Go's pprof profiles under /debug/pprof/ on the metrics address, as Karpenter's ENABLE_PROFILING (env ENABLE_PROFILING)")
 	env.StringVar(&f.logLevel, "log-level", "LOG_LEVEL", "info", "debug, info or error")
 	return cmd
 }

@@ -28,6 +28,7 @@ func TestControllerReadsKarpentersEnvironment(t *testing.T) {
 		"PREFERENCE_POLICY":          {"preference-policy", "Ignore", "Ignore"},
 		"MIN_VALUES_POLICY":          {"min-values-policy", "BestEffort", "BestEffort"},
 		"IGNORE_DRA_REQUESTS":        {"ignore-dra-requests", "false", "false"},
+		"ENABLE_PROFILING":           {"enable-profiling", "true", "true"},
 	}
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	for key, e := range env {

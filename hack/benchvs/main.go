@@ -29,13 +29,14 @@ type config struct {
 	runs, deployments, pods, qps                    int
 	seed                                            uint64
 	scaleTo                                         float64
-	settle, settleOut, timeout                      time.Duration
+	settle, settleOut, timeout, boot                time.Duration
 	systems                                         []string
+	scenarios                                       []scenario
 }
 
 func main() {
 	var cfg config
-	var systems string
+	var systems, scenarioNames string
 	flag.StringVar(&cfg.karpoolBin, "karpool", "bin/karpool", "the karpool binary")
 	flag.StringVar(&cfg.karpenterBin, "karpenter", "bin/karpenter-kwok", "Karpenter's kwok provider binary")
 	flag.StringVar(&cfg.karpenterCRDs, "karpenter-crds", "bin/karpenter-crds", "directory of Karpenter's CRDs")
@@ -50,8 +51,15 @@ func main() {
 	flag.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "limit for every pod to be Running")
 	flag.IntVar(&cfg.qps, "qps", 200, "client QPS of kube-controller-manager and kube-scheduler")
 	flag.StringVar(&systems, "systems", "karpenter,karpool", "systems, in the order each run starts them")
+	flag.StringVar(&scenarioNames, "scenarios", "system-node,empty,boot", "clusters each system starts from: system-node (one tainted system node), empty (no node), boot (system node, nodes register -boot after launch)")
+	flag.DurationVar(&cfg.boot, "boot", 45*time.Second, "registration delay of the boot scenario (EC2 instances take 30-60 s to join)")
 	flag.Parse()
 	cfg.systems = strings.Split(systems, ",")
+	var err error
+	if cfg.scenarios, err = scenarios(strings.Split(scenarioNames, ","), cfg.boot); err != nil {
+		fmt.Fprintln(os.Stderr, "benchvs:", err)
+		os.Exit(2)
+	}
 	// The control plane's processes run in their own directories: every path must be absolute.
 	for _, p := range []*string{&cfg.karpoolBin, &cfg.karpenterBin, &cfg.karpenterCRDs, &cfg.binDir} {
 		abs, err := filepath.Abs(*p)
@@ -102,28 +110,31 @@ func run(ctx context.Context, cfg config) error {
 		podCount(down), len(plans[1].NodeClaims), plans[1].TotalPerHour, plans[1].LowerBoundPerHour)
 	prices := priceTable(types)
 	var results []result
-	for r := 1; r <= cfg.runs; r++ {
-		for _, name := range cfg.systems {
-			sys, err := newSystem(name, cfg, dir)
-			if err != nil {
-				return err
+	for _, sc := range cfg.scenarios {
+		for r := 1; r <= cfg.runs; r++ {
+			for _, name := range cfg.systems {
+				sys, err := newSystem(name, cfg, dir)
+				if err != nil {
+					return err
+				}
+				runDir := filepath.Join(dir, fmt.Sprintf("%s-%s-%d", sc.name, name, r))
+				if err := os.MkdirAll(runDir, 0o755); err != nil {
+					return err
+				}
+				res, err := measure(ctx, cfg, sc, sys, runDir, prices, podCount(full), podCount(down))
+				if err != nil {
+					return fmt.Errorf("%s: %s run %d: %w (logs in %s)", sc.name, name, r, err, runDir)
+				}
+				res.run, res.plan = r, plans
+				fmt.Println(res.line())
+				results = append(results, res)
 			}
-			runDir := filepath.Join(dir, fmt.Sprintf("%s-%d", name, r))
-			if err := os.MkdirAll(runDir, 0o755); err != nil {
-				return err
-			}
-			res, err := measure(ctx, cfg, sys, runDir, prices, podCount(full), podCount(down))
-			if err != nil {
-				return fmt.Errorf("%s run %d: %w (logs in %s)", name, r, err, runDir)
-			}
-			res.run = r
-			res.plan = plans
-			fmt.Println(res.line())
-			results = append(results, res)
 		}
 	}
-	fmt.Println()
-	fmt.Print(table(results, cfg.systems))
+	for _, sc := range cfg.scenarios {
+		fmt.Printf("\nscenario %s:\n", sc.name)
+		fmt.Print(table(results, sc.name, cfg.systems))
+	}
 	return nil
 }
 

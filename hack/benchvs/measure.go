@@ -41,6 +41,7 @@ type fleet struct {
 // result is one run of one system.
 type result struct {
 	system     string
+	scenario   string
 	run        int
 	outSeconds float64 // applying the Deployments until every pod is Running
 	// halfSeconds and ninetySeconds: until 50 % and 90 % of the pods run; createdSeconds: until
@@ -78,8 +79,8 @@ func priceTable(types []catalog.InstanceType) map[[2]string]float64 {
 	return out
 }
 
-func measure(ctx context.Context, cfg config, sys system, runDir string, prices map[[2]string]float64, full, down int) (result, error) {
-	res := result{system: sys.name()}
+func measure(ctx context.Context, cfg config, sc scenario, sys system, runDir string, prices map[[2]string]float64, full, down int) (result, error) {
+	res := result{system: sys.name(), scenario: sc.name}
 	env, err := localenv.Start(ctx, localenv.Options{BinDir: cfg.binDir, Dir: runDir, SkipCRDs: sys.name() == "karpenter", ComponentQPS: cfg.qps})
 	if err != nil {
 		return res, err
@@ -89,8 +90,10 @@ func measure(ctx context.Context, cfg config, sys system, runDir string, prices 
 	if err != nil {
 		return res, err
 	}
-	if err := c.Create(ctx, systemNode()); err != nil {
-		return res, fmt.Errorf("creating the system node: %w", err)
+	if sc.systemNode {
+		if err := c.Create(ctx, systemNode()); err != nil {
+			return res, fmt.Errorf("creating the system node: %w", err)
+		}
 	}
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	defer stopWatching()
@@ -98,7 +101,7 @@ func measure(ctx context.Context, cfg config, sys system, runDir string, prices 
 	if err != nil {
 		return res, err
 	}
-	p, err := sys.start(ctx, env, c, runDir)
+	p, err := sys.start(ctx, env, c, sc, runDir)
 	defer sys.stop()
 	if err != nil {
 		return res, err
@@ -155,6 +158,13 @@ func measure(ctx context.Context, cfg config, sys system, runDir string, prices 
 		return res, fmt.Errorf("%d pods Running: %w", full, err)
 	}
 	res.outSeconds = time.Since(start).Seconds()
+	if hp, ok := sys.(interface {
+		heapProfile(context.Context, string) error
+	}); ok {
+		if err := hp.heapProfile(ctx, filepath.Join(runDir, "heap-scale-out.pprof")); err != nil {
+			return res, err
+		}
+	}
 	if err := os.WriteFile(filepath.Join(runDir, "scale-out.tsv"), []byte(strings.Join(progress, "\n")+"\n"), 0o644); err != nil {
 		return res, err
 	}
@@ -328,9 +338,9 @@ func (r result) line() string {
 		settled = fmt.Sprintf("; settled after scale-out %d nodes $%.3f/h (%.2f× plan), last change at %.0fs [%s]",
 			r.settled.nodes, r.settled.perHour, r.settled.perHour/r.plan[0].TotalPerHour, r.settledSeconds, r.settled)
 	}
-	return fmt.Sprintf("%-9s run %d: all pods created at %.1fs, first node at %.1fs; 50 %%/90 %%/all Running in %.1f/%.1f/%.1fs, last node at %.1fs, on %d nodes $%.3f/h (%.2f× bound, %.2f× plan) [%s]%s; peak %d nodes, %d launched; "+
+	return fmt.Sprintf("%s: %-9s run %d: all pods created at %.1fs, first node at %.1fs; 50 %%/90 %%/all Running in %.1f/%.1f/%.1fs, last node at %.1fs, on %d nodes $%.3f/h (%.2f× bound, %.2f× plan) [%s]%s; peak %d nodes, %d launched; "+
 		"after scale-down %d nodes $%.3f/h (%.2f× bound), last change at %.0fs [%s]; peak RSS %.0f MiB, CPU %.1fs; scheduler attempts to all Running %v; API writes to all Running %s",
-		r.system, r.run, r.createdSeconds, r.firstNodeSeconds, r.halfSeconds, r.ninetySeconds, r.outSeconds, r.lastNodeSeconds, r.out.nodes, r.out.perHour, r.out.perHour/r.plan[0].LowerBoundPerHour, r.out.perHour/r.plan[0].TotalPerHour,
+		r.scenario, r.system, r.run, r.createdSeconds, r.firstNodeSeconds, r.halfSeconds, r.ninetySeconds, r.outSeconds, r.lastNodeSeconds, r.out.nodes, r.out.perHour, r.out.perHour/r.plan[0].LowerBoundPerHour, r.out.perHour/r.plan[0].TotalPerHour,
 		r.out, settled, r.peakNodes, r.nodesSeen, r.down.nodes, r.down.perHour, r.down.perHour/r.plan[1].LowerBoundPerHour, r.downSeconds, r.down,
 		r.peakMiB, r.cpuSeconds, r.schedulerAttempts, topWrites(r.apiRequests, 8))
 }
@@ -410,15 +420,15 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// table is the Markdown summary: medians over runs, per system.
-func table(rs []result, systems []string) string {
+// table is the Markdown summary of one scenario: medians over runs, per system.
+func table(rs []result, scenario string, systems []string) string {
 	var b strings.Builder
 	b.WriteString("| system | runs | all Running (s) | nodes | $/h | ÷ bound | ÷ plan | nodes ÷ plan | after 30 %: nodes | $/h | ÷ bound | last change (s) | peak RSS (MiB) | CPU (s) |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range systems {
 		var cols [12][]float64
 		for _, r := range rs {
-			if r.system != s {
+			if r.system != s || r.scenario != scenario {
 				continue
 			}
 			v := []float64{r.outSeconds, float64(r.out.nodes), r.out.perHour, r.out.perHour / r.plan[0].LowerBoundPerHour,

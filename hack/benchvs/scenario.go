@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -166,12 +167,18 @@ spec:
 
 // karpenterPools is the same pool for Karpenter's kwok provider: its instance-type file holds
 // exactly the pool's types (poolTypes), so the pool needs no type requirements.
-var karpenterPools = `apiVersion: karpenter.kwok.sh/v1alpha1
+// Its KWOKNodeClass's nodeRegistrationDelay is the kwok provider's boot time: how long after
+// the launch its Node appears.
+func karpenterPools(registration time.Duration) string {
+	return `apiVersion: karpenter.kwok.sh/v1alpha1
 kind: KWOKNodeClass
 metadata:
   name: default
+spec:
+  nodeRegistrationDelay: ` + registration.String() + `
 ---
 ` + nodePool("karpenter.kwok.sh", "KWOKNodeClass")
+}
 
 // kwokType is one entry of the kwok provider's instance-type file.
 type kwokType struct {
@@ -229,8 +236,7 @@ func kwokTypes(cat *catalog.Catalog, types []catalog.InstanceType) []kwokType {
 	return out
 }
 
-// writeFiles lays out a run's inputs in dir: pools/ for karpool, karpenter-pools.yaml,
-// instance-types.json, workload.yaml and workload-scaled.yaml.
+// writeFiles lays out a run's inputs in dir: pools/ for karpool, instance-types.json, workload.yaml and workload-scaled.yaml.
 func writeFiles(dir string, cat *catalog.Catalog, types []catalog.InstanceType, full, down []deployment) error {
 	raw, err := json.MarshalIndent(kwokTypes(cat, types), "", " ")
 	if err != nil {
@@ -238,7 +244,6 @@ func writeFiles(dir string, cat *catalog.Catalog, types []catalog.InstanceType, 
 	}
 	files := map[string]string{
 		"pools/pools.yaml":     karpoolPools,
-		"karpenter-pools.yaml": karpenterPools,
 		"workload.yaml":        workloadYAML(full),
 		"workload-scaled.yaml": workloadYAML(down),
 		"instance-types.json":  string(raw),
@@ -253,6 +258,36 @@ func writeFiles(dir string, cat *catalog.Catalog, types []catalog.InstanceType, 
 		}
 	}
 	return nil
+}
+
+// scenario is the cluster a run starts from.
+type scenario struct {
+	name string
+	// systemNode: the cluster has the tainted system node before the autoscaler adds any.
+	systemNode bool
+	// registration is how long after its launch a node registers: the simulator's and the kwok
+	// provider's stand-in for an EC2 instance's boot.
+	registration time.Duration
+}
+
+// scenarios resolves the names of -scenarios: system-node (one tainted system node, nodes
+// register at launch), empty (no node at all, as a new cluster), boot (system node, nodes
+// register boot after launch).
+func scenarios(names []string, boot time.Duration) ([]scenario, error) {
+	known := map[string]scenario{
+		"system-node": {name: "system-node", systemNode: true},
+		"empty":       {name: "empty"},
+		"boot":        {name: "boot", systemNode: true, registration: boot},
+	}
+	var out []scenario
+	for _, n := range names {
+		sc, ok := known[strings.TrimSpace(n)]
+		if !ok {
+			return nil, fmt.Errorf("unknown scenario %q (system-node, empty, boot)", n)
+		}
+		out = append(out, sc)
+	}
+	return out, nil
 }
 
 // systemNodeLabel marks the node the cluster has before any autoscaler adds one; the fleet's

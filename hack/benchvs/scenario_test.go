@@ -2,7 +2,9 @@ package main
 
 import (
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -73,5 +75,23 @@ func TestKwokTypesKeepAllocatable(t *testing.T) {
 				t.Errorf("%s: price %v, want the list price %v", k.Name, o.Price, spec.OnDemandPrice)
 			}
 		}
+	}
+}
+
+// The scenarios are named on the command line; the boot scenario's delay reaches both
+// systems (the kwok provider through its node class), and an unknown name is refused.
+func TestScenarios(t *testing.T) {
+	got, err := scenarios([]string{"system-node", "empty", "boot"}, 45*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || !got[0].systemNode || got[1].systemNode || got[2].registration != 45*time.Second || !got[2].systemNode {
+		t.Errorf("scenarios %+v", got)
+	}
+	if !strings.Contains(karpenterPools(got[2].registration), "nodeRegistrationDelay: 45s") {
+		t.Error("Karpenter's node class does not carry the boot delay")
+	}
+	if _, err := scenarios([]string{"cold"}, 0); err == nil || !strings.Contains(err.Error(), "system-node, empty, boot") {
+		t.Errorf("unknown scenario: %v", err)
 	}
 }

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,9 +27,9 @@ import (
 // system is one autoscaler under test, started on a fresh control plane.
 type system interface {
 	name() string
-	// start installs what the system needs in the cluster and starts its process, logging
-	// into logDir.
-	start(ctx context.Context, env *localenv.Env, c client.Client, logDir string) (*process, error)
+	// start installs what the system needs in the cluster for the scenario and starts its
+	// process, logging into logDir.
+	start(ctx context.Context, env *localenv.Env, c client.Client, sc scenario, logDir string) (*process, error)
 	// stop releases what start set up besides the process.
 	stop()
 }
@@ -128,13 +130,14 @@ func applyFile(ctx context.Context, c client.Client, path string) error {
 // for every instance it runs.
 type karpool struct {
 	bin, dir string
+	metrics  string // the controller's metrics address, which also serves pprof
 	sim      *awssim.Server
 	simLog   *os.File
 }
 
 func (k *karpool) name() string { return "karpool" }
 
-func (k *karpool) start(ctx context.Context, env *localenv.Env, c client.Client, logDir string) (*process, error) {
+func (k *karpool) start(ctx context.Context, env *localenv.Env, c client.Client, sc scenario, logDir string) (*process, error) {
 	// The simulator's own log (launches, Node registrations) lines up with karpool's.
 	simLog, err := os.Create(filepath.Join(logDir, "awssim.log"))
 	if err != nil {
@@ -149,6 +152,7 @@ func (k *karpool) start(ctx context.Context, env *localenv.Env, c client.Client,
 		return nil, err
 	}
 	k.sim = sim
+	sim.SetFaults(awssim.Faults{RegistrationLatency: awssim.Duration{Duration: sc.registration}})
 	if _, err := iam.NewFromConfig(sim.AWSConfig()).CreateRole(ctx, &iam.CreateRoleInput{
 		RoleName:                 aws.String("KarpenterNodeRole-" + clusterName),
 		AssumeRolePolicyDocument: aws.String(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}`),
@@ -162,9 +166,31 @@ func (k *karpool) start(ctx context.Context, env *localenv.Env, c client.Client,
 	if metrics == "" || probes == "" {
 		return nil, fmt.Errorf("no free port on 127.0.0.1")
 	}
+	k.metrics = metrics
 	return startProcess(filepath.Join(logDir, "karpool.log"), sim.Env(), k.bin, "controller",
-		"--cluster-name", clusterName, "--kubeconfig", env.Kubeconfig,
+		"--cluster-name", clusterName, "--kubeconfig", env.Kubeconfig, "--enable-profiling",
 		"--metrics-bind-address", metrics, "--health-probe-bind-address", probes, "--leader-elect=false")
+}
+
+// heapProfile saves the controller's heap profile (`go tool pprof` reads it).
+func (k *karpool) heapProfile(ctx context.Context, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+k.metrics+"/debug/pprof/heap", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("heap profile: %s", resp.Status)
+	}
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
 }
 
 func (k *karpool) stop() {
@@ -185,7 +211,7 @@ type karpenter struct {
 
 func (k *karpenter) name() string { return "karpenter" }
 
-func (k *karpenter) start(ctx context.Context, env *localenv.Env, c client.Client, logDir string) (*process, error) {
+func (k *karpenter) start(ctx context.Context, env *localenv.Env, c client.Client, sc scenario, logDir string) (*process, error) {
 	crds, err := crd.Load(os.DirFS(k.crds), "*.yaml")
 	if err != nil || len(crds) == 0 {
 		return nil, fmt.Errorf("reading Karpenter's CRDs in %s (hack/tools.sh karpenter builds them): %v", k.crds, err)
@@ -193,7 +219,11 @@ func (k *karpenter) start(ctx context.Context, env *localenv.Env, c client.Clien
 	if err := localenv.ApplyCRDs(ctx, c, crds); err != nil {
 		return nil, err
 	}
-	if err := applyFile(ctx, c, filepath.Join(k.dir, "karpenter-pools.yaml")); err != nil {
+	pools := filepath.Join(logDir, "karpenter-pools.yaml")
+	if err := os.WriteFile(pools, []byte(karpenterPools(sc.registration)), 0o644); err != nil {
+		return nil, err
+	}
+	if err := applyFile(ctx, c, pools); err != nil {
 		return nil, err
 	}
 	// Karpenter binds its metrics and probe servers to every interface; free ports keep it from

@@ -85,7 +85,9 @@ type Config struct {
 	// EventsAddr is Flux's notification-controller, which then receives every PoolSync event
 	// (Flux's --events-addr); empty: none is sent.
 	EventsAddr string
-	Log        logr.Logger
+	// Profiling serves Go's pprof handlers under /debug/pprof/ on the metrics address.
+	Profiling bool
+	Log       logr.Logger
 }
 
 // Ready is reported once the manager runs: the addresses it actually listens on.
@@ -114,7 +116,8 @@ func Run(ctx context.Context, cfg Config, ready func(Ready)) error {
 	opts := ctrl.Options{
 		Scheme:                  scheme.Scheme,
 		Logger:                  cfg.Log,
-		Metrics:                 metricsserver.Options{BindAddress: cfg.MetricsAddr},
+		Metrics:                 metricsserver.Options{BindAddress: cfg.MetricsAddr, ExtraHandlers: profilingHandlers(cfg.Profiling)},
+		Cache:                   cacheOptions(),
 		HealthProbeBindAddress:  cfg.ProbeAddr,
 		LeaderElection:          cfg.LeaderElection,
 		LeaderElectionID:        leaseName,

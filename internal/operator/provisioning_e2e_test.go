@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -328,5 +329,45 @@ func TestStaleNominationCleared(t *testing.T) {
 	}
 	if !cleared {
 		t.Errorf("no NominationCleared event names %s: the nomination went some other way", first)
+	}
+}
+
+// While an instance boots, the pods planned onto it are already nominated to its node (the
+// instance's private DNS name, which it registers under), and they stay nominated for longer
+// than stale hand-offs are kept: no second NodeClaim is planned for them, and they run there.
+func TestPodsHandedOffWhileInstanceBoots(t *testing.T) {
+	h := newHarness(t)
+	const boot = 25 * time.Second // longer than a stale nomination is kept
+	h.sim.SetFaults(awssim.Faults{RegistrationLatency: awssim.Duration{Duration: boot}})
+	h.startController()
+	ns := h.namespace("booting")
+	h.workshopPools()
+	h.inflate(ns, 3)
+	var nominated string
+	h.eventually("the pods nominated to a node that has not registered", time.Minute, func() error {
+		var pods corev1.PodList
+		if err := h.c.List(h.ctx, &pods, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, p := range pods.Items {
+			if p.Status.NominatedNodeName == "" {
+				return fmt.Errorf("pod %s not nominated", p.Name)
+			}
+			nominated = p.Status.NominatedNodeName
+		}
+		var node corev1.Node
+		if err := h.c.Get(h.ctx, client.ObjectKey{Name: nominated}, &node); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("node %s: %v (want it not registered yet)", nominated, err)
+		}
+		return nil
+	})
+	pods := h.runningPods(ns, "inflate", 3, 3*time.Minute)
+	for _, p := range pods {
+		if p.Spec.NodeName != nominated {
+			t.Errorf("pod %s runs on %s, want %s, the node it was handed to while booting", p.Name, p.Spec.NodeName, nominated)
+		}
+	}
+	if claims := h.nodeClaims(); len(claims) != 1 {
+		t.Errorf("%d NodeClaims, want 1: the booting node's pods were planned again", len(claims))
 	}
 }

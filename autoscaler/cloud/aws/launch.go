@@ -240,7 +240,26 @@ func (p *Provider) Create(ctx context.Context, claim *karpv1.NodeClaim, nc *awsv
 	if err != nil {
 		return nil, fmt.Errorf("nodeclaim %s: CreateFleet: %w", claim.Name, err)
 	}
-	return p.fleetResult(l, out, now)
+	made, err := p.fleetResult(l, out, now)
+	if err == nil {
+		p.nameNode(ctx, made)
+	}
+	return made, err
+}
+
+// nameNode sets status.nodeName to the name the new instance's Node will register under: its
+// private DNS name, which EKS node images take as the node name (with either hostname type).
+// The lifecycle hands the planned pods to that name while the instance boots. It is a hint
+// only: when EC2 does not list the instance yet (its reads are eventually consistent) the
+// name stays empty and the hand-off waits for registration.
+func (p *Provider) nameNode(ctx context.Context, claim *karpv1.NodeClaim) {
+	id, err := instanceID(claim.Status.ProviderID)
+	if err != nil {
+		return
+	}
+	if in, err := p.describe(ctx, id); err == nil {
+		claim.Status.NodeName = aws.ToString(in.PrivateDnsName)
+	}
 }
 
 // unavailableOptions lists, as "type/zone/capacity-type" (at most maxOverrides), the options

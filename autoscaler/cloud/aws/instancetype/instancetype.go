@@ -51,6 +51,17 @@ type Provider struct {
 	unavailable *catalog.Unavailable
 	now         func() time.Time
 	discovery   discovery
+	listed      listCache
+}
+
+// listCache keeps List's types per class options until the discovered facts change: a
+// scheduling round, a disruption pass and every launch list them, and building ~900 types with
+// their offerings each time was most of the controller's allocations. The types are values
+// whose slices and maps nobody writes (Unavailable.Apply and the overlays copy what they change).
+type listCache struct {
+	mu    sync.Mutex
+	gen   uint64 // discovery.gen the entries were built from
+	types map[string][]catalog.InstanceType
 }
 
 // New returns the provider. The pricing client must use the endpoint PricingRegion names;
@@ -65,6 +76,7 @@ type discovery struct {
 	refresh sync.Mutex
 	mu      sync.Mutex
 	data    discovered
+	gen     uint64 // counts the refreshes that changed data
 	next    time.Time
 	// errs are the failures of the last refresh, for logs and tests.
 	errs []error
@@ -121,6 +133,9 @@ func (p *Provider) Refresh(ctx context.Context) error {
 	}
 	if spot != nil {
 		d.data.spot = spot
+	}
+	if types != nil || zones != nil || onDemand != nil || spot != nil {
+		d.gen++
 	}
 	d.errs = errs
 	d.next = now.Add(DiscoveryInterval)
@@ -262,8 +277,28 @@ func (p *Provider) discoverSpotPrices(ctx context.Context) (map[[2]string]float6
 // the catalog adds them). Marked offerings are unavailable.
 func (p *Provider) List(opts catalog.NodeClassOptions, now time.Time) []catalog.InstanceType {
 	p.discovery.mu.Lock()
-	d := p.discovery.data
+	d, gen := p.discovery.data, p.discovery.gen
 	p.discovery.mu.Unlock()
+	key, err := json.Marshal(opts)
+	if err != nil { // options are plain data; should this ever fail, build without the cache
+		return p.unavailable.Apply(p.build(opts, d), now)
+	}
+	c := &p.listed
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen != gen || c.types == nil {
+		c.gen, c.types = gen, map[string][]catalog.InstanceType{}
+	}
+	its, ok := c.types[string(key)]
+	if !ok {
+		its = p.build(opts, d)
+		c.types[string(key)] = its
+	}
+	return p.unavailable.Apply(its, now)
+}
+
+// build applies the discovered facts to the catalog's types under the options.
+func (p *Provider) build(opts catalog.NodeClassOptions, d discovered) []catalog.InstanceType {
 	its := p.catalog.InstanceTypes(opts)
 	out := its[:0]
 	for _, it := range its {
@@ -299,5 +334,5 @@ func (p *Provider) List(opts catalog.NodeClassOptions, now time.Time) []catalog.
 		it.Offerings = offerings
 		out = append(out, it)
 	}
-	return p.unavailable.Apply(out, now)
+	return out
 }
