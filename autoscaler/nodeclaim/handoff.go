@@ -32,8 +32,8 @@ const earlyHandOffLimit = time.Minute
 // (replaceable: the name it guessed), and again at initialization for pods whose nomination the
 // scheduler dropped meanwhile. Pods nominated elsewhere by anyone else are left alone. The
 // provisioner takes back nominations that went stale (provisioning.staleNominations). Failures
-// only lose the hint.
-func (l *Lifecycle) handOff(ctx context.Context, claim, node, replaceable string) {
+// only lose the hint. It returns how many pods it nominated.
+func (l *Lifecycle) handOff(ctx context.Context, claim, node, replaceable string) int {
 	pods := l.opts.Nominations.Pods(claim)
 	var handed atomic.Int32
 	workqueue.ParallelizeUntil(ctx, handOffParallelism, len(pods), func(i int) {
@@ -50,9 +50,11 @@ func (l *Lifecycle) handOff(ctx context.Context, claim, node, replaceable string
 		}
 		handed.Add(1)
 	})
-	if n := handed.Load(); n > 0 {
+	n := int(handed.Load())
+	if n > 0 {
 		log.FromContext(ctx).Info("nominated planned pods to their node", "Node", klog.KRef("", node), "pods", n)
 	}
+	return n
 }
 
 // handOffAtLaunch hands the new NodeClaim's planned pods to the node name the cloud expects its

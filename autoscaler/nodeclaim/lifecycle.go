@@ -247,6 +247,13 @@ func (l *Lifecycle) register(ctx context.Context, nc *karpv1.NodeClaim) (reconci
 	if l.cohortWaiting(ctx, nc, handed, now) {
 		return reconcile.Result{RequeueAfter: cohortPoll}, nil
 	}
+	// The node's arrival made the kube-scheduler try the pods again, and it drops the
+	// nomination of a pod it cannot place (the node is still closed): hand those back, and
+	// open only once a pass finds none dropped (or openTogether has passed), so that no pod
+	// without its nomination takes another's room.
+	if !first && l.handOff(ctx, nc.Name, node.Name, l.opts.Nominations.Expected(nc.Name)) > 0 && now.Sub(handed) < openTogether {
+		return reconcile.Result{RequeueAfter: cohortPoll}, nil
+	}
 	patch := client.MergeFrom(node.DeepCopy())
 	adoptNode(node, nc)
 	if err := l.client.Patch(ctx, node, patch); err != nil {

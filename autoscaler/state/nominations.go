@@ -1,6 +1,7 @@
 package state
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -32,6 +33,7 @@ type Nominations struct {
 	cohorts   map[string][]string
 	handedOff map[string]time.Time
 	expected  map[string]string
+	opened    map[string]bool
 }
 
 // nomination is one pod's planned NodeClaim.
@@ -43,7 +45,7 @@ type nomination struct {
 // NewNominations returns an empty record.
 func NewNominations() *Nominations {
 	return &Nominations{planned: map[types.UID]nomination{}, cohorts: map[string][]string{}, handedOff: map[string]time.Time{},
-		expected: map[string]string{}}
+		expected: map[string]string{}, opened: map[string]bool{}}
 }
 
 // Nominate records that the pods will run on the NodeClaim (replacing earlier plans for them).
@@ -80,16 +82,26 @@ func (n *Nominations) Pods(claim string) []types.NamespacedName {
 	return out
 }
 
-// Decided records the NodeClaims created by one decision as a cohort. A single NodeClaim has
-// no one to wait for and is not recorded.
+// Decided records the NodeClaims created by one decision as a cohort, together with the
+// NodeClaims of earlier cohorts whose nodes have not registered yet: decisions made while
+// instances boot (a batch cut short, its stragglers a second later) then open as one, instead
+// of the first nodes to open drawing the pods handed to the others (the kube-scheduler drops a
+// nomination it cannot honour). A single NodeClaim with no one to wait for is not recorded.
 func (n *Nominations) Decided(claims []string) {
-	if len(claims) < 2 {
-		return
-	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for _, name := range claims {
-		n.cohorts[name] = claims
+	all := slices.Clone(claims)
+	for name := range n.cohorts {
+		if _, registered := n.handedOff[name]; !registered && !n.opened[name] && !slices.Contains(all, name) {
+			all = append(all, name)
+		}
+	}
+	if len(all) < 2 {
+		return
+	}
+	slices.Sort(all)
+	for _, name := range all {
+		n.cohorts[name] = all
 	}
 }
 
@@ -153,6 +165,7 @@ func (n *Nominations) Registered(claim string) {
 	defer n.mu.Unlock()
 	delete(n.handedOff, claim)
 	delete(n.expected, claim)
+	n.opened[claim] = true
 }
 
 // Clear forgets everything about a NodeClaim that is gone.
@@ -161,6 +174,7 @@ func (n *Nominations) Clear(claim string) {
 	defer n.mu.Unlock()
 	delete(n.handedOff, claim)
 	delete(n.expected, claim)
+	delete(n.opened, claim)
 	delete(n.cohorts, claim)
 	for uid, nom := range n.planned {
 		if nom.claim == claim {
@@ -201,6 +215,11 @@ func (n *Nominations) Forget(c *Cluster) {
 	for name := range n.expected {
 		if !claims[name] {
 			delete(n.expected, name)
+		}
+	}
+	for name := range n.opened {
+		if !claims[name] {
+			delete(n.opened, name)
 		}
 	}
 }

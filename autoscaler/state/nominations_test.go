@@ -1,6 +1,7 @@
 package state
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -74,5 +75,25 @@ func TestNominationsCohortsAndClear(t *testing.T) {
 	}
 	if n.HandedOff("c1") || n.Cohort("c1") != nil {
 		t.Errorf("c1 not forgotten: handed off %v, cohort %v", n.HandedOff("c1"), n.Cohort("c1"))
+	}
+}
+
+// A decision made while NodeClaims of earlier decisions wait for their nodes joins their
+// cohort, so all of them open together; NodeClaims whose nodes registered or opened are not
+// waited for again.
+func TestLaterDecisionJoinsBootingCohort(t *testing.T) {
+	n := NewNominations()
+	n.Decided([]string{"a1", "a2"})
+	n.Decided([]string{"b1"})
+	for _, claim := range []string{"a1", "b1"} {
+		if got := n.Cohort(claim); !slices.Equal(got, []string{"a1", "a2", "b1"}) {
+			t.Errorf("cohort of %s: %v, want a1, a2 and b1", claim, got)
+		}
+	}
+	n.HandOff("a1", time.Unix(0, 0)) // its node registered
+	n.Registered("a2")               // its node opened
+	n.Decided([]string{"c1"})
+	if got := n.Cohort("c1"); !slices.Equal(got, []string{"b1", "c1"}) {
+		t.Errorf("cohort of c1: %v, want b1 and c1 (a1 registered, a2 open)", got)
 	}
 }
