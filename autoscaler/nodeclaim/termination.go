@@ -93,6 +93,7 @@ func (l *Lifecycle) finalize(ctx context.Context, nc *karpv1.NodeClaim) (reconci
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	l.launched.Delete(nc.UID)
+	l.early.Delete(nc.UID)
 	l.opts.Nominations.Clear(nc.Name)
 	nodeName := ""
 	if node != nil {
