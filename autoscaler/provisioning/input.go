@@ -12,9 +12,9 @@ import (
 
 // input builds the scheduling engine's input from a snapshot: pending pods (minus those
 // nominated to in-flight NodeClaims or to nodes still starting), existing nodes with their pods,
-// in-flight NodeClaims with their planned pods (handed off at launch or not yet), daemonsets, volume claims, volumes and storage
-// classes, and the pools whose node class is ready with the instance types the cloud offers for
-// it. planned gives each pod's planned NodeClaim (state.Nominations.Planned). The engine sizes
+// in-flight NodeClaims with their planned pods (handed off at launch or not yet), daemonsets,
+// volume claims, volumes and storage classes, and the pools whose node class is ready with the
+// instance types the cloud offers for it. planned gives each pod's planned NodeClaim (state.Nominations.Planned). The engine sizes
 // in-flight NodeClaims that have not launched yet from their instance-type options.
 func input(c *state.Cluster, pools []scheduling.Pool, planned map[types.UID]string, region string) *scheduling.Input {
 	in := &scheduling.Input{
