@@ -370,4 +370,13 @@ func TestPodsHandedOffWhileInstanceBoots(t *testing.T) {
 	if claims := h.nodeClaims(); len(claims) != 1 {
 		t.Errorf("%d NodeClaims, want 1: the booting node's pods were planned again", len(claims))
 	}
+	var events corev1.EventList
+	if err := h.c.List(h.ctx, &events, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		if e.Reason == "NominationCleared" {
+			t.Errorf("%s: %s (a hand-off to a booting node was taken back)", e.InvolvedObject.Name, e.Message)
+		}
+	}
 }
