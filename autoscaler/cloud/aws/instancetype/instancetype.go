@@ -279,10 +279,7 @@ func (p *Provider) List(opts catalog.NodeClassOptions, now time.Time) []catalog.
 	p.discovery.mu.Lock()
 	d, gen := p.discovery.data, p.discovery.gen
 	p.discovery.mu.Unlock()
-	key, err := json.Marshal(opts)
-	if err != nil { // options are plain data; should this ever fail, build without the cache
-		return p.unavailable.Apply(p.build(opts, d), now)
-	}
+	key, _ := json.Marshal(opts) // plain data (strings, numbers, slices): it always encodes
 	c := &p.listed
 	c.mu.Lock()
 	defer c.mu.Unlock()
