@@ -14,8 +14,10 @@ import (
 	"github.com/karpool/karpool/autoscaler/state"
 )
 
-// handOffParallelism bounds the pod status patches of one hand-off.
-const handOffParallelism = 10
+// handOffParallelism bounds the pod status patches of one hand-off: at least 10, and one per
+// 4 pods above that, so that the hand-offs of a decision's NodeClaims, which run side by side
+// and all keep their cohort closed, end together rather than the largest one last.
+func handOffParallelism(pods int) int { return max(10, pods/4) }
 
 // earlyHandOffLimit bounds a hand-off started at launch, which outlives the reconcile.
 const earlyHandOffLimit = time.Minute
@@ -30,15 +32,17 @@ const earlyHandOffLimit = time.Minute
 // It runs at launch when the cloud knows the node's name (handOffAtLaunch), at registration,
 // before the unregistered taint goes, for what the launch's hand-off missed or named wrongly
 // (replaceable: the name it guessed), and again at initialization for pods whose nomination the
-// scheduler dropped meanwhile. Pods nominated elsewhere by anyone else are left alone. The
+// scheduler dropped meanwhile. At launch (atLaunch) it leaves out the pods the scheduler has not
+// tried yet: their first try would drop the nomination while the instance boots, and the pod
+// watcher nominates them once it has (provisioning.PodWatcher.handBack). Pods nominated elsewhere by anyone else are left alone. The
 // provisioner takes back nominations that went stale (provisioning.staleNominations). Failures
 // only lose the hint. It returns how many pods it nominated.
-func (l *Lifecycle) handOff(ctx context.Context, claim, node, replaceable string) int {
+func (l *Lifecycle) handOff(ctx context.Context, claim, node, replaceable string, atLaunch bool) int {
 	pods := l.opts.Nominations.Pods(claim)
 	var handed atomic.Int32
-	workqueue.ParallelizeUntil(ctx, handOffParallelism, len(pods), func(i int) {
+	workqueue.ParallelizeUntil(ctx, handOffParallelism(len(pods)), len(pods), func(i int) {
 		var pod corev1.Pod
-		if err := l.client.Get(ctx, pods[i], &pod); err != nil || pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil {
+		if err := l.client.Get(ctx, pods[i], &pod); err != nil || pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || atLaunch && state.Untried(&pod) {
 			return
 		}
 		if nominated := pod.Status.NominatedNodeName; nominated == node || nominated != "" && nominated != replaceable {
@@ -73,7 +77,7 @@ func (l *Lifecycle) handOffAtLaunch(ctx context.Context, nc *karpv1.NodeClaim, n
 	go func() {
 		defer cancel()
 		defer close(done)
-		l.handOff(ctx, nc.Name, node, "")
+		l.handOff(ctx, nc.Name, node, "", true)
 	}()
 }
 

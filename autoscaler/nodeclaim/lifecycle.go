@@ -242,7 +242,7 @@ func (l *Lifecycle) register(ctx context.Context, nc *karpv1.NodeClaim) (reconci
 	handed, first := l.opts.Nominations.HandOff(nc.Name, now)
 	if first {
 		l.awaitEarlyHandOff(ctx, nc)
-		l.handOff(ctx, nc.Name, node.Name, l.opts.Nominations.Expected(nc.Name))
+		l.handOff(ctx, nc.Name, node.Name, l.opts.Nominations.Expected(nc.Name), false)
 	}
 	if l.cohortWaiting(ctx, nc, handed, now) {
 		return reconcile.Result{RequeueAfter: cohortPoll}, nil
@@ -251,7 +251,7 @@ func (l *Lifecycle) register(ctx context.Context, nc *karpv1.NodeClaim) (reconci
 	// nomination of a pod it cannot place (the node is still closed): hand those back, and
 	// open only once a pass finds none dropped (or openTogether has passed), so that no pod
 	// without its nomination takes another's room.
-	if !first && l.handOff(ctx, nc.Name, node.Name, l.opts.Nominations.Expected(nc.Name)) > 0 && now.Sub(handed) < openTogether {
+	if !first && l.handOff(ctx, nc.Name, node.Name, l.opts.Nominations.Expected(nc.Name), false) > 0 && now.Sub(handed) < openTogether {
 		return reconcile.Result{RequeueAfter: cohortPoll}, nil
 	}
 	patch := client.MergeFrom(node.DeepCopy())
@@ -268,7 +268,7 @@ func (l *Lifecycle) register(ctx context.Context, nc *karpv1.NodeClaim) (reconci
 	if err := l.patchTransition(ctx, before, nc); err != nil {
 		return requeueOnConflict(err)
 	}
-	l.opts.Nominations.Registered(nc.Name)
+	l.opts.Nominations.Registered(nc.Name, node.Name)
 	logger.Info("registered nodeclaim", "Node", klog.KRef("", node.Name))
 	if l.opts.Metrics != nil {
 		l.opts.Metrics.NodeClaimsRegistered.WithLabelValues(nc.Labels[karpv1.LabelNodePool]).Inc()
@@ -390,7 +390,7 @@ func (l *Lifecycle) initialize(ctx context.Context, nc *karpv1.NodeClaim) (recon
 		return reconcile.Result{RequeueAfter: waitingForNode}, nil
 	}
 	if node.Labels[karpv1.LabelNodeInitialized] != "true" {
-		l.handOff(ctx, nc.Name, node.Name, "")
+		l.handOff(ctx, nc.Name, node.Name, "", false)
 		patch := client.MergeFrom(node.DeepCopy())
 		node.Labels[karpv1.LabelNodeInitialized] = "true"
 		if err := l.client.Patch(ctx, node, patch); err != nil {

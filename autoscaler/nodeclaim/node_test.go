@@ -94,7 +94,7 @@ func TestHandOffNominatesPlannedPods(t *testing.T) {
 	noms.Nominate("default-abc", pending, bound, preemptor, pod("gone", ""))
 	noms.Nominate("another-claim", pod("elsewhere", ""))
 	l := NewLifecycle(c, Options{Nominations: noms})
-	l.handOff(context.Background(), claim().Name, "ip-10-0-0-1.ec2.internal", "")
+	l.handOff(context.Background(), claim().Name, "ip-10-0-0-1.ec2.internal", "", false)
 	wantNominated(t, c, map[string]string{"pending": "ip-10-0-0-1.ec2.internal", "bound": "", "preemptor": "victims-node"})
 }
 
@@ -111,18 +111,21 @@ func wantNominated(t *testing.T, c client.Client, want map[string]string) {
 	}
 }
 
-// At launch the planned pods go to the node name the cloud expects, while the instance boots;
-// registration waits for that, then moves the pods of a wrong guess to the node that
-// registered, and leaves everyone else's nominations alone.
+// At launch the planned pods the kube-scheduler has tried go to the node name the cloud
+// expects, while the instance boots (an untried pod would lose it at its first try);
+// registration waits for that, then nominates the rest and moves the pods of a wrong guess to
+// the node that registered, and leaves everyone else's nominations alone.
 func TestHandOffAtLaunchThenAtRegistration(t *testing.T) {
 	pod := func(name string) *corev1.Pod {
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "web", UID: types.UID(name)}}
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "web", UID: types.UID(name)},
+			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}}}
 	}
-	a, b, preemptor := pod("a"), pod("b"), pod("preemptor")
+	a, b, preemptor, untried := pod("a"), pod("b"), pod("preemptor"), pod("untried")
 	preemptor.Status.NominatedNodeName = "victims-node"
-	c := fake.NewClientBuilder().WithObjects(a, b, preemptor).WithStatusSubresource(&corev1.Pod{}).Build()
+	untried.Status.Conditions = nil
+	c := fake.NewClientBuilder().WithObjects(a, b, preemptor, untried).WithStatusSubresource(&corev1.Pod{}).Build()
 	noms := state.NewNominations()
-	noms.Nominate("default-abc", a, b, preemptor)
+	noms.Nominate("default-abc", a, b, preemptor, untried)
 	l := NewLifecycle(c, Options{Nominations: noms})
 	nc := claim()
 	nc.UID = "claim-uid"
@@ -131,12 +134,12 @@ func TestHandOffAtLaunchThenAtRegistration(t *testing.T) {
 		t.Errorf("expected node %q, want the launch's name recorded", got)
 	}
 	l.awaitEarlyHandOff(context.Background(), nc)
-	wantNominated(t, c, map[string]string{"a": "ip-10-0-0-1.ec2.internal", "b": "ip-10-0-0-1.ec2.internal", "preemptor": "victims-node"})
+	wantNominated(t, c, map[string]string{"a": "ip-10-0-0-1.ec2.internal", "b": "ip-10-0-0-1.ec2.internal", "preemptor": "victims-node", "untried": ""})
 
 	// The node registered under another name: the launch's nominations move to it.
-	l.handOff(context.Background(), nc.Name, "i-0abc.ec2.internal", noms.Expected(nc.Name))
-	wantNominated(t, c, map[string]string{"a": "i-0abc.ec2.internal", "b": "i-0abc.ec2.internal", "preemptor": "victims-node"})
-	noms.Registered(nc.Name)
+	l.handOff(context.Background(), nc.Name, "i-0abc.ec2.internal", noms.Expected(nc.Name), false)
+	wantNominated(t, c, map[string]string{"a": "i-0abc.ec2.internal", "b": "i-0abc.ec2.internal", "preemptor": "victims-node", "untried": "i-0abc.ec2.internal"})
+	noms.Registered(nc.Name, "node-"+nc.Name)
 	if noms.Expected(nc.Name) != "" || len(noms.ExpectedNodes()) != 0 {
 		t.Error("a registered NodeClaim still expects its node")
 	}
@@ -176,7 +179,7 @@ func TestCohortOpensTogether(t *testing.T) {
 	if l.cohortWaiting(ctx, nc("self"), t0, t0.Add(time.Second)) {
 		t.Error("closed although the rest of the cohort is handed off, registered, failed or gone")
 	}
-	noms.Registered("launching")
+	noms.Registered("launching", "node-launching")
 	if l.cohortWaiting(ctx, nc("alone"), t0, t0) {
 		t.Error("closed without a cohort")
 	}

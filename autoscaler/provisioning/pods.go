@@ -8,12 +8,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	"github.com/prometheus/client_golang/prometheus"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/karpool/karpool/autoscaler/metrics"
@@ -54,7 +56,10 @@ func (w *PodWatcher) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		w.forget(key)
 		return reconcile.Result{}, nil
 	}
-	if state.Provisionable(pod) {
+	if state.Provisionable(pod) && w.handBack(ctx, pod) {
+		return reconcile.Result{}, nil
+	}
+	if state.Provisionable(pod) || state.Untried(pod) {
 		w.provisioner.TriggerFor(pod.UID)
 	}
 	w.mu.Lock()
@@ -83,6 +88,20 @@ func (w *PodWatcher) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{}, nil
 }
 
+// handBack nominates a pod whose nomination the kube-scheduler dropped back to the open node it
+// was planned onto (state.Nominations.HandBack), and reports whether it did.
+func (w *PodWatcher) handBack(ctx context.Context, pod *corev1.Pod) bool {
+	node, ok := w.provisioner.opts.Nominations.HandBack(pod.UID)
+	if !ok {
+		return false
+	}
+	if err := w.client.Status().Patch(ctx, pod, state.NominationPatch(pod, node)); err != nil {
+		log.FromContext(ctx).V(1).Info("could not hand a nomination back", "Pod", klog.KObj(pod), "Node", node, "error", err.Error())
+		return false
+	}
+	return true
+}
+
 // observe records the time from the pod's creation to at, if the pod is in seen, and forgets it.
 func observe(seen map[types.NamespacedName]bool, key types.NamespacedName, pod *corev1.Pod, at time.Time, metric prometheus.Observer) {
 	if seen[key] {
@@ -109,7 +128,11 @@ func conditionSince(pod *corev1.Pod, t corev1.PodConditionType) (time.Time, bool
 	return time.Time{}, false
 }
 
+// podWorkers: on a scale-out the watcher hands nominations to hundreds of pods as the
+// kube-scheduler first fails them, one status write each.
+const podWorkers = 16
+
 // SetupWithManager registers the pod controller.
 func (w *PodWatcher) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).Named("provisioner.trigger.pod").WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).For(&corev1.Pod{}).Complete(w)
+	return ctrl.NewControllerManagedBy(mgr).Named("provisioner.trigger.pod").WithOptions(controller.Options{SkipNameValidation: ptr.To(true), MaxConcurrentReconciles: podWorkers}).For(&corev1.Pod{}).Complete(w)
 }

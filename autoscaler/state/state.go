@@ -151,16 +151,9 @@ func (c *Cluster) NodeFor(nc *karpv1.NodeClaim) *corev1.Node {
 
 // Provisionable reports whether the autoscaler should find capacity for the pod: the
 // kube-scheduler tried and found no node (PodScheduled=False, reason Unschedulable), and the pod
-// is not bound, not terminating, not finished, not a DaemonSet pod (those follow nodes), and not
-// waiting for a preemption the scheduler already started.
+// is pending (see waiting).
 func Provisionable(p *corev1.Pod) bool {
-	if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || p.Status.NominatedNodeName != "" {
-		return false
-	}
-	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-		return false
-	}
-	if OwnedByDaemonSet(p) {
+	if !waiting(p) {
 		return false
 	}
 	for _, cond := range p.Status.Conditions {
@@ -169,6 +162,38 @@ func Provisionable(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// Untried reports whether the pod waits for the default kube-scheduler's first look: pending (see
+// waiting), not gated, and without a PodScheduled condition. On a scale-out of a thousand pods
+// the scheduler needs seconds to try each one once; karpool plans for such pods as soon as they
+// stop arriving instead of waiting for each verdict, as Karpenter does. Pods of other schedulers
+// wait for their verdict.
+func Untried(p *corev1.Pod) bool {
+	if !waiting(p) || len(p.Spec.SchedulingGates) > 0 {
+		return false
+	}
+	if p.Spec.SchedulerName != "" && p.Spec.SchedulerName != corev1.DefaultSchedulerName {
+		return false
+	}
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodScheduled {
+			return false
+		}
+	}
+	return true
+}
+
+// waiting: the pod is not bound, not terminating, not finished, not a DaemonSet pod (those
+// follow nodes), and not waiting for a preemption the scheduler already started.
+func waiting(p *corev1.Pod) bool {
+	if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || p.Status.NominatedNodeName != "" {
+		return false
+	}
+	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return false
+	}
+	return !OwnedByDaemonSet(p)
 }
 
 // Reschedulable reports whether the pod would have to move if its node went: DaemonSet pods and
@@ -215,15 +240,49 @@ func OwnedByDaemonSet(p *corev1.Pod) bool {
 	return false
 }
 
-// ProvisionablePods returns the provisionable pods of the snapshot, in snapshot order.
+// ProvisionablePods returns the pods of the snapshot the autoscaler plans for, in snapshot order:
+// the provisionable ones, and the untried ones the kube-scheduler could not preempt for (no pod
+// on a node has a lower priority, or the pod never preempts): for those it might free room
+// instead.
 func (c *Cluster) ProvisionablePods() []*corev1.Pod {
+	lowest, found := c.lowestBoundPriority()
 	var out []*corev1.Pod
 	for _, p := range c.Pods {
-		if Provisionable(p) {
+		if Provisionable(p) || Untried(p) && (!found || !mayPreempt(p, lowest)) {
 			out = append(out, p)
 		}
 	}
 	return out
+}
+
+// lowestBoundPriority is the lowest priority of the pods running or starting on nodes (found:
+// there is one).
+func (c *Cluster) lowestBoundPriority() (lowest int32, found bool) {
+	for _, p := range c.Pods {
+		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if pr := priority(p); !found || pr < lowest {
+			lowest, found = pr, true
+		}
+	}
+	return lowest, found
+}
+
+// mayPreempt: the pod's priority is above lowest and its preemption policy lets it preempt.
+func mayPreempt(p *corev1.Pod, lowest int32) bool {
+	if p.Spec.PreemptionPolicy != nil && *p.Spec.PreemptionPolicy == corev1.PreemptNever {
+		return false
+	}
+	return priority(p) > lowest
+}
+
+// priority is the pod's resolved priority (0 when the admission plugin set none).
+func priority(p *corev1.Pod) int32 {
+	if p.Spec.Priority == nil {
+		return 0
+	}
+	return *p.Spec.Priority
 }
 
 // Launched reports whether the NodeClaim's instance exists (status.providerID is set).

@@ -1,12 +1,14 @@
 package state
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	karpv1 "github.com/karpool/karpool/api/karpenter/v1"
 )
@@ -84,5 +86,45 @@ func TestDoNotDisrupt(t *testing.T) {
 		if held != tc.held || !until.Equal(tc.until) || (err != nil) != tc.bad {
 			t.Errorf("%s: held %v until %v (err %v), want %v until %v (error %v)", tc.name, held, until, err, tc.held, tc.until, tc.bad)
 		}
+	}
+}
+
+// Karpenter plans for pods the kube-scheduler has failed (PodScheduled=False, Unschedulable);
+// karpool also plans for pods it has not tried yet, unless another scheduler owns them, they
+// are gated, or the scheduler might make room by preemption (a pod of lower priority runs and
+// the pending one may preempt).
+func TestProvisionablePodsIncludeUntried(t *testing.T) {
+	prio := func(p *corev1.Pod, v int32) *corev1.Pod { p.Spec.Priority = &v; return p }
+	pod := func(name string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name)}}
+	}
+	failed := pod("failed")
+	failed.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
+	gated := pod("gated")
+	gated.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/wait"}}
+	otherScheduler := pod("other-scheduler")
+	otherScheduler.Spec.SchedulerName = "volcano"
+	scheduling := pod("being-bound")
+	scheduling.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}
+	never := prio(pod("high-never-preempts"), 100)
+	never.Spec.PreemptionPolicy = ptr.To(corev1.PreemptNever)
+	running := prio(pod("running"), 10)
+	running.Spec.NodeName = "n1"
+	names := func(c *Cluster) []string {
+		var out []string
+		for _, p := range c.ProvisionablePods() {
+			out = append(out, p.Name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	pods := []*corev1.Pod{failed, pod("untried"), gated, otherScheduler, scheduling, prio(pod("high"), 100), never, prio(pod("equal"), 10)}
+	want := []string{"equal", "failed", "high-never-preempts", "untried"}
+	if got := names(New(append(slices.Clone(pods), running), nil, nil)); !slices.Equal(got, want) {
+		t.Errorf("with a pod of priority 10 running: %v, want %v", got, want)
+	}
+	want = []string{"equal", "failed", "high", "high-never-preempts", "untried"}
+	if got := names(New(pods, nil, nil)); !slices.Equal(got, want) {
+		t.Errorf("with nothing running: %v, want %v", got, want)
 	}
 }
