@@ -238,20 +238,17 @@ func (l *Lifecycle) register(ctx context.Context, nc *karpv1.NodeClaim) (reconci
 		l.opts.CapacityGone()
 		return reconcile.Result{}, nil
 	}
-	// The node stays closed (unregistered taint) while its cohort catches up.
-	handed, first := l.opts.Nominations.HandOff(nc.Name, now)
-	if first {
+	// The node stays closed (unregistered taint) while its cohort catches up: a NodeClaim
+	// counts as handed off once its first pass is done, so the cohort opens after every pod
+	// of the decision has its nomination. Nominations the kube-scheduler drops meanwhile go
+	// back to the node the NodeClaim now expects (provisioning.PodWatcher.handBack).
+	if !l.opts.Nominations.HandedOff(nc.Name) {
 		l.awaitEarlyHandOff(ctx, nc)
 		l.handOff(ctx, nc.Name, node.Name, l.opts.Nominations.Expected(nc.Name), false)
+		l.opts.Nominations.Expect(nc.Name, node.Name)
+		now = l.opts.Now()
 	}
-	if l.cohortWaiting(ctx, nc, handed, now) {
-		return reconcile.Result{RequeueAfter: cohortPoll}, nil
-	}
-	// The node's arrival made the kube-scheduler try the pods again, and it drops the
-	// nomination of a pod it cannot place (the node is still closed): hand those back, and
-	// open only once a pass finds none dropped (or openTogether has passed), so that no pod
-	// without its nomination takes another's room.
-	if !first && l.handOff(ctx, nc.Name, node.Name, l.opts.Nominations.Expected(nc.Name), false) > 0 && now.Sub(handed) < openTogether {
+	if handed, _ := l.opts.Nominations.HandOff(nc.Name, now); l.cohortWaiting(ctx, nc, handed, now) {
 		return reconcile.Result{RequeueAfter: cohortPoll}, nil
 	}
 	patch := client.MergeFrom(node.DeepCopy())
@@ -268,7 +265,7 @@ func (l *Lifecycle) register(ctx context.Context, nc *karpv1.NodeClaim) (reconci
 	if err := l.patchTransition(ctx, before, nc); err != nil {
 		return requeueOnConflict(err)
 	}
-	l.opts.Nominations.Registered(nc.Name, node.Name)
+	l.opts.Nominations.Registered(nc.Name)
 	logger.Info("registered nodeclaim", "Node", klog.KRef("", node.Name))
 	if l.opts.Metrics != nil {
 		l.opts.Metrics.NodeClaimsRegistered.WithLabelValues(nc.Labels[karpv1.LabelNodePool]).Inc()

@@ -139,7 +139,7 @@ func TestHandOffAtLaunchThenAtRegistration(t *testing.T) {
 	// The node registered under another name: the launch's nominations move to it.
 	l.handOff(context.Background(), nc.Name, "i-0abc.ec2.internal", noms.Expected(nc.Name), false)
 	wantNominated(t, c, map[string]string{"a": "i-0abc.ec2.internal", "b": "i-0abc.ec2.internal", "preemptor": "victims-node", "untried": "i-0abc.ec2.internal"})
-	noms.Registered(nc.Name, "node-"+nc.Name)
+	noms.Registered(nc.Name)
 	if noms.Expected(nc.Name) != "" || len(noms.ExpectedNodes()) != 0 {
 		t.Error("a registered NodeClaim still expects its node")
 	}
@@ -179,7 +179,7 @@ func TestCohortOpensTogether(t *testing.T) {
 	if l.cohortWaiting(ctx, nc("self"), t0, t0.Add(time.Second)) {
 		t.Error("closed although the rest of the cohort is handed off, registered, failed or gone")
 	}
-	noms.Registered("launching", "node-launching")
+	noms.Registered("launching")
 	if l.cohortWaiting(ctx, nc("alone"), t0, t0) {
 		t.Error("closed without a cohort")
 	}

@@ -22,8 +22,10 @@ import (
 	"github.com/karpool/karpool/autoscaler/state"
 )
 
-// PodWatcher triggers the provisioner when a pod becomes provisionable, and measures how long
-// the pods it saw pending took to get bound and to become ready.
+// PodWatcher triggers the provisioner when a pod becomes provisionable or waits for the
+// kube-scheduler's first try, hands a failed pod that was planned onto a NodeClaim its
+// nomination (state.Nominations.HandBack), and measures how long the pods it saw pending took to
+// get bound and to become ready.
 type PodWatcher struct {
 	client      client.Client
 	provisioner *Provisioner

@@ -23,9 +23,7 @@ import (
 //     nominatedNodeName), which ends its wait for the rest of the cohort;
 //   - the node name each launched NodeClaim expects (the cloud's hint), to which its pods are
 //     handed while the instance boots: a nomination to it is not stale while the node is not
-//     there yet;
-//   - the node each NodeClaim opened as, and how often each pod's dropped nomination was handed
-//     back to it (HandBack).
+//     there yet.
 //
 // It lives in memory only: after a restart the pods are planned again, as in Karpenter. All
 // methods are safe for concurrent use.
@@ -35,9 +33,7 @@ type Nominations struct {
 	cohorts   map[string][]string
 	handedOff map[string]time.Time
 	expected  map[string]string
-	opened    map[string]string
-	// handedBack counts the nominations handed back per pod (HandBack).
-	handedBack map[types.UID]int
+	opened    map[string]bool
 }
 
 // nomination is one pod's planned NodeClaim.
@@ -49,7 +45,7 @@ type nomination struct {
 // NewNominations returns an empty record.
 func NewNominations() *Nominations {
 	return &Nominations{planned: map[types.UID]nomination{}, cohorts: map[string][]string{}, handedOff: map[string]time.Time{},
-		expected: map[string]string{}, opened: map[string]string{}, handedBack: map[types.UID]int{}}
+		expected: map[string]string{}, opened: map[string]bool{}}
 }
 
 // Nominate records that the pods will run on the NodeClaim (replacing earlier plans for them).
@@ -58,7 +54,6 @@ func (n *Nominations) Nominate(claim string, pods ...*corev1.Pod) {
 	defer n.mu.Unlock()
 	for _, p := range pods {
 		n.planned[p.UID] = nomination{claim: claim, pod: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}}
-		delete(n.handedBack, p.UID)
 	}
 }
 
@@ -97,7 +92,7 @@ func (n *Nominations) Decided(claims []string) {
 	defer n.mu.Unlock()
 	all := slices.Clone(claims)
 	for name := range n.cohorts {
-		if _, registered := n.handedOff[name]; !registered && n.opened[name] == "" && !slices.Contains(all, name) {
+		if _, registered := n.handedOff[name]; !registered && !n.opened[name] && !slices.Contains(all, name) {
 			all = append(all, name)
 		}
 	}
@@ -165,42 +160,28 @@ func (n *Nominations) ExpectedNodes() map[string]bool {
 
 // Registered forgets the NodeClaim's hand-off: its node is open, so no cohort waits for it (a
 // registered NodeClaim is not waited for either way) and a later hand-off would be new.
-func (n *Nominations) Registered(claim, node string) {
+func (n *Nominations) Registered(claim string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	delete(n.handedOff, claim)
 	delete(n.expected, claim)
-	n.opened[claim] = node
+	n.opened[claim] = true
 }
 
-// maxHandBacks bounds how often one pod's nomination is handed back to its open node: a pod
-// whose planned room there was really taken must reach the provisioner after a couple of
-// kube-scheduler attempts.
-const maxHandBacks = 2
-
-// HandBack returns the node a pending pod without a nomination was planned onto, if it should
-// be nominated there (again). The kube-scheduler drops the nomination of a pod it tries while
-// the pod's node is not open (booting, or registered and still tainted), and a pod it tries
-// for the first time after the decision has none yet: until the node opens, the planned room
-// is the pod's, so the answer is always the expected node. Once the node is open, a dropped
-// nomination is handed back at most maxHandBacks times (a cohort's nodes open within a few
-// hundred milliseconds, and the scheduler's snapshot may lag): without it, the pod's next
-// attempt may take another planned pod's room, and that pod then waits for a node of its own.
+// HandBack returns the node a pending pod without a nomination was planned onto while that node
+// is on its way (booting, or registered and kept closed for its cohort): the kube-scheduler
+// drops the nomination of a pod it tries before the node opens, and a pod it had not tried
+// at the hand-off has none yet. Without one, the pod's first try on the open nodes may take
+// another planned pod's room, and that pod then waits for a node of its own. Once the node is
+// open, a pod the scheduler fails gets none: it did not fit, and needs the provisioner.
 func (n *Nominations) HandBack(pod types.UID) (node string, ok bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	nom, planned := n.planned[pod]
-	if !planned {
+	if !planned || n.expected[nom.claim] == "" {
 		return "", false
 	}
-	if node := n.expected[nom.claim]; node != "" {
-		return node, true
-	}
-	if node := n.opened[nom.claim]; node != "" && n.handedBack[pod] < maxHandBacks {
-		n.handedBack[pod]++
-		return node, true
-	}
-	return "", false
+	return n.expected[nom.claim], true
 }
 
 // Clear forgets everything about a NodeClaim that is gone.
@@ -214,7 +195,6 @@ func (n *Nominations) Clear(claim string) {
 	for uid, nom := range n.planned {
 		if nom.claim == claim {
 			delete(n.planned, uid)
-			delete(n.handedBack, uid)
 		}
 	}
 }
@@ -241,7 +221,6 @@ func (n *Nominations) Forget(c *Cluster) {
 	for uid, nom := range n.planned {
 		if !pending[uid] || !claims[nom.claim] {
 			delete(n.planned, uid)
-			delete(n.handedBack, uid)
 		}
 	}
 	for name := range n.cohorts {

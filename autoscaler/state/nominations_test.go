@@ -47,7 +47,7 @@ func TestNominationsHandOffOnce(t *testing.T) {
 	if at, first := n.HandOff("c1", t0.Add(time.Second)); first || !at.Equal(t0) || !n.HandedOff("c1") {
 		t.Errorf("second hand-off: %s %v, want %s false", at, first, t0)
 	}
-	n.Registered("c1", "node-c1")
+	n.Registered("c1")
 	if n.HandedOff("c1") {
 		t.Error("hand-off kept after registration")
 	}
@@ -91,16 +91,16 @@ func TestLaterDecisionJoinsBootingCohort(t *testing.T) {
 		}
 	}
 	n.HandOff("a1", time.Unix(0, 0)) // its node registered
-	n.Registered("a2", "node-a2")    // its node opened
+	n.Registered("a2")    // its node opened
 	n.Decided([]string{"c1"})
 	if got := n.Cohort("c1"); !slices.Equal(got, []string{"b1", "c1"}) {
 		t.Errorf("cohort of c1: %v, want b1 and c1 (a1 registered, a2 open)", got)
 	}
 }
 
-// A pod without its nomination gets it back from the pod watcher: always while its node is
-// expected (booting, or registered and still closed), at most maxHandBacks times once the node
-// is open, and never when it was not planned; a new plan starts the count again.
+// A pod without its nomination gets it back from the pod watcher while its node is expected
+// (booting, or registered and still closed), to the name expected; not before the launch, not
+// once the node is open, and never when it was not planned.
 func TestHandBack(t *testing.T) {
 	n := NewNominations()
 	p, other := pendingPod("p"), pendingPod("other")
@@ -109,26 +109,20 @@ func TestHandBack(t *testing.T) {
 		t.Fatalf("handed back to %q before the NodeClaim launched", node)
 	}
 	n.Expect("c1", "ip-1")
-	for i := range 5 {
+	for i := range 3 {
 		if node, ok := n.HandBack(p.UID); !ok || node != "ip-1" {
 			t.Fatalf("booting node, hand-back %d: %q %v, want ip-1", i, node, ok)
 		}
 	}
-	n.Registered("c1", "ip-1")
-	for i := range maxHandBacks {
-		if node, ok := n.HandBack(p.UID); !ok || node != "ip-1" {
-			t.Fatalf("open node, hand-back %d: %q %v, want ip-1", i, node, ok)
-		}
-	}
-	if _, ok := n.HandBack(p.UID); ok {
-		t.Errorf("handed back more than %d times to an open node", maxHandBacks)
+	n.Expect("c1", "ip-1-registered")
+	if node, ok := n.HandBack(p.UID); !ok || node != "ip-1-registered" {
+		t.Errorf("registered, still closed: %q %v, want the name it registered as", node, ok)
 	}
 	if _, ok := n.HandBack(other.UID); ok {
 		t.Error("a pod that was never planned was handed back")
 	}
-	n.Nominate("c2", p)
-	n.Registered("c2", "ip-2")
-	if node, ok := n.HandBack(p.UID); !ok || node != "ip-2" {
-		t.Errorf("after a new plan: %q %v, want ip-2", node, ok)
+	n.Registered("c1")
+	if node, ok := n.HandBack(p.UID); ok {
+		t.Errorf("handed back to %q after the node opened", node)
 	}
 }
