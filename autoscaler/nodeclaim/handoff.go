@@ -34,9 +34,10 @@ const earlyHandOffLimit = time.Minute
 // (replaceable: the name it guessed), and again at initialization for pods whose nomination the
 // scheduler dropped meanwhile. At launch (atLaunch) it leaves out the pods the scheduler has not
 // tried yet: their first try would drop the nomination while the instance boots, and the pod
-// watcher nominates them once it has (provisioning.PodWatcher.handBack). Pods nominated elsewhere by anyone else are left alone. The
-// provisioner takes back nominations that went stale (provisioning.staleNominations). Failures
-// only lose the hint. It returns how many pods it nominated.
+// watcher nominates them once it has (provisioning.PodWatcher.handBack). Pods nominated
+// elsewhere by anyone else are left alone. The provisioner takes back nominations that went
+// stale (provisioning.staleNominations). Failures only lose the hint. It returns how many pods
+// it nominated.
 func (l *Lifecycle) handOff(ctx context.Context, claim, node, replaceable string, atLaunch bool) int {
 	pods := l.opts.Nominations.Pods(claim)
 	var handed atomic.Int32

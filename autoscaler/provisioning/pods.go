@@ -90,8 +90,9 @@ func (w *PodWatcher) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{}, nil
 }
 
-// handBack nominates a pod whose nomination the kube-scheduler dropped back to the open node it
-// was planned onto (state.Nominations.HandBack), and reports whether it did.
+// handBack nominates a pod the kube-scheduler failed to the node its planned NodeClaim expects,
+// while that node boots or waits for its cohort (state.Nominations.HandBack), and reports
+// whether it did.
 func (w *PodWatcher) handBack(ctx context.Context, pod *corev1.Pod) bool {
 	node, ok := w.provisioner.opts.Nominations.HandBack(pod.UID)
 	if !ok {

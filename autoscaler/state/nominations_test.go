@@ -91,7 +91,7 @@ func TestLaterDecisionJoinsBootingCohort(t *testing.T) {
 		}
 	}
 	n.HandOff("a1", time.Unix(0, 0)) // its node registered
-	n.Registered("a2")    // its node opened
+	n.Registered("a2")               // its node opened
 	n.Decided([]string{"c1"})
 	if got := n.Cohort("c1"); !slices.Equal(got, []string{"b1", "c1"}) {
 		t.Errorf("cohort of c1: %v, want b1 and c1 (a1 registered, a2 open)", got)

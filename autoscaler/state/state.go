@@ -166,9 +166,9 @@ func Provisionable(p *corev1.Pod) bool {
 
 // Untried reports whether the pod waits for the default kube-scheduler's first look: pending (see
 // waiting), not gated, and without a PodScheduled condition. On a scale-out of a thousand pods
-// the scheduler needs seconds to try each one once; karpool plans for such pods as soon as they
-// stop arriving instead of waiting for each verdict, as Karpenter does. Pods of other schedulers
-// wait for their verdict.
+// the scheduler needs seconds to try each one once; Karpenter waits for every verdict, karpool
+// plans for such pods as soon as they stop arriving. Pods of other schedulers wait for their
+// verdict.
 func Untried(p *corev1.Pod) bool {
 	if !waiting(p) || len(p.Spec.SchedulingGates) > 0 {
 		return false
